@@ -1,0 +1,99 @@
+"""Toolscope: tool-call observability for LLM agents. `create_app` is the application factory."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+from flask_openapi3 import Info, OpenAPI
+from flask_wtf.csrf import CSRFProtect
+
+from . import db as database
+from . import errors, paths, settings
+
+__version__ = "0.1.0"
+
+csrf = CSRFProtect()
+
+API_SECURITY = {"bearer": {"type": "http", "scheme": "bearer"}}
+
+
+def _secret_key(instance_path: str) -> str:
+    """A random key kept in the instance folder, so sessions survive restarts."""
+    path = Path(instance_path) / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_hex(32)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
+    app = OpenAPI(
+        __name__,
+        instance_relative_config=True,
+        template_folder=paths.TEMPLATES,
+        static_folder=paths.STATIC,
+        info=Info(title="Toolscope API", version=__version__),
+        security_schemes=API_SECURITY,
+        doc_prefix="/api",
+        validation_error_status=422,
+        validation_error_callback=errors.validation_error_response,
+    )
+    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+
+    config = settings.load()
+    if test_config:
+        config.update(test_config)
+    if not config["DATABASE_URL"]:
+        config["DATABASE_URL"] = "sqlite:///" + str(Path(app.instance_path) / "toolscope.db")
+    app.config.update(config)
+    app.config.update(
+        SECRET_KEY=config["SECRET_KEY"] or _secret_key(app.instance_path),
+        SQLALCHEMY_DATABASE_URI=config["DATABASE_URL"],
+        SQLALCHEMY_ENGINE_OPTIONS=_engine_options(config["DATABASE_URL"]),
+        MAX_CONTENT_LENGTH=config["MAX_BODY_BYTES"],
+        SESSION_COOKIE_SECURE=config["SESSION_COOKIE_SECURE"] and not config["DEV"],
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        # The API authenticates with Bearer keys, not cookies; CSRF checks apply to the
+        # dashboard's forms and htmx posts only (the API blueprint is exempted).
+        WTF_CSRF_TIME_LIMIT=None,
+        JSON_SORT_KEYS=False,
+    )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+
+    from . import models  # noqa: F401  (registers the tables on the metadata)
+
+    database.init_app(app)
+    errors.init_app(app)
+    csrf.init_app(app)
+    _register_blueprints(app)
+    from . import cli
+
+    cli.init_app(app)
+    return app
+
+
+def _engine_options(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        # Each gunicorn worker keeps its own connections; SQLite needs no network pool tuning.
+        return {}
+    # pre_ping: a PostgreSQL restart must not turn into errors on the next requests.
+    return {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10}
+
+
+def _register_blueprints(app: OpenAPI) -> None:
+    """Blueprints are added here as areas are built; each module exposes `register(app)`."""
+    import importlib
+
+    for name in ("api", "views", "replay_views", "analytics_views"):
+        try:
+            module = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            continue
+        module.register(app)

@@ -1,0 +1,118 @@
+"""API keys (per project, shown once, stored as a hash) and the dashboard login guard."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from flask import current_app, g, redirect, request, session, url_for
+from sqlalchemy import select, update
+
+from .db import db, utcnow
+from .errors import ApiError
+from .models import ApiKey, Project
+
+KEY_PREFIX = "ts_"
+# Updating last_used_at on every request would turn every read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(project: Project, name: str = "") -> tuple[ApiKey, str]:
+    """Make a key for a project; the plain key is returned once and never stored."""
+    plain = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(project_id=project.id, name=name, prefix=plain[:10], key_hash=hash_key(plain))
+    db.session.add(key)
+    return key, plain
+
+
+def get_or_create_project(slug: str, name: str | None = None) -> Project:
+    project = db.session.scalar(select(Project).where(Project.slug == slug))
+    if project is None:
+        project = Project(
+            slug=slug,
+            name=name or slug,
+            freshness_seconds=current_app.config["FRESHNESS_SECONDS"],
+            price_overrides={},
+        )
+        db.session.add(project)
+        db.session.flush()
+    return project
+
+
+def _bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def authenticate_api_key() -> Project:
+    """Resolve the request's Bearer key to its project, or raise a 401 ApiError."""
+    token = _bearer_token()
+    if token is None:
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
+    row = db.session.execute(
+        select(ApiKey, Project)
+        .join(Project, Project.id == ApiKey.project_id)
+        .where(ApiKey.key_hash == hash_key(token))
+    ).first()
+    if row is None or row.ApiKey.revoked_at is not None or not hmac.compare_digest(
+        row.ApiKey.key_hash, hash_key(token)
+    ):
+        raise ApiError(401, "invalid or revoked API key")
+    key, project = row.ApiKey, row.Project
+    now = utcnow()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        # A separate short statement; losing this update under contention is harmless.
+        db.session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+    g.project = project
+    g.api_key = key
+    return project
+
+
+def require_api_key(view: Any) -> Any:
+    @wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        authenticate_api_key()
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def is_loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def dashboard_login_needed() -> bool:
+    """True when the current browser request must log in first."""
+    if session.get("logged_in"):
+        return False
+    return not (current_app.config["DEV"] and is_loopback(request.remote_addr))
+
+
+def login_required(view: Any) -> Any:
+    @wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if dashboard_login_needed():
+            return redirect(url_for("login.login_get", next=request.full_path))
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def check_password(candidate: str) -> bool:
+    expected = current_app.config.get("PASSWORD")
+    return bool(expected) and hmac.compare_digest(candidate.encode(), expected.encode())

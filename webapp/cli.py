@@ -1,0 +1,124 @@
+"""The `toolscope` command: serve, demo, keys, db, purge, bench (and Flask's own commands)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import click
+from flask import Flask, current_app
+from flask.cli import FlaskGroup, with_appcontext
+from sqlalchemy import delete, select
+
+from .db import db, utcnow
+from .models import ApiKey, Conversation, Message, Project
+
+
+def _create_app() -> Flask:
+    from . import create_app
+
+    return create_app()
+
+
+@click.group(cls=FlaskGroup, create_app=_create_app, add_default_commands=False)
+def main() -> None:
+    """Toolscope: tool-call observability for LLM agents."""
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--debug/--no-debug", default=False, help="Reload on code changes.")
+@with_appcontext
+def serve_command(host: str, port: int, debug: bool) -> None:
+    """Run the development server (use gunicorn in production, see the README)."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    click.echo(f"Toolscope on http://{host}:{port}/")
+    app.run(host=host, port=port, debug=debug, threaded=True, use_reloader=debug)
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """Create, list and revoke API keys."""
+
+
+@keys_group.command("create")
+@click.option("--project", "project_slug", default=None, help="Project slug (created if new).")
+@click.option("--name", default="", help="A label to tell keys apart.")
+@with_appcontext
+def keys_create(project_slug: str | None, name: str) -> None:
+    """Create a key and print it. It is shown this once only."""
+    from .auth import create_key, get_or_create_project
+
+    project = get_or_create_project(project_slug or current_app.config["DEFAULT_PROJECT"])
+    _key, plain = create_key(project, name)
+    db.session.commit()
+    click.echo(plain)
+
+
+@keys_group.command("list")
+@click.option("--project", "project_slug", default=None)
+@with_appcontext
+def keys_list(project_slug: str | None) -> None:
+    """List keys (prefix, project, name, created, last used, revoked)."""
+    query = select(ApiKey, Project.slug).join(Project).order_by(ApiKey.id)
+    if project_slug:
+        query = query.where(Project.slug == project_slug)
+    for key, slug in db.session.execute(query):
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        used = f"{key.last_used_at:%Y-%m-%d %H:%M}" if key.last_used_at else "never"
+        click.echo(f"{key.id}\t{key.prefix}…\t{slug}\t{key.name}\tlast used {used}\t{state}")
+
+
+@keys_group.command("revoke")
+@click.argument("key_id", type=int)
+@with_appcontext
+def keys_revoke(key_id: int) -> None:
+    """Revoke a key by its id (see `keys list`)."""
+    key = db.session.get(ApiKey, key_id)
+    if key is None:
+        raise click.ClickException(f"no key with id {key_id}")
+    key.revoked_at = key.revoked_at or utcnow()
+    db.session.commit()
+    click.echo(f"revoked key {key_id} ({key.prefix}…)")
+
+
+@click.command("purge")
+@click.option("--older-than", "days", type=click.IntRange(min=0), required=True, help="Days.")
+@click.option("--project", "project_slug", default=None)
+@with_appcontext
+def purge_command(days: int, project_slug: str | None) -> None:
+    """Delete conversations (with their messages and calls) idle for more than DAYS days,
+    and placeholder messages that never got a conversation."""
+    cutoff = utcnow() - timedelta(days=days)
+    conv = delete(Conversation).where(Conversation.updated_at < cutoff)
+    orphans = delete(Message).where(
+        Message.conversation_id.is_(None), Message.created_at < cutoff
+    )
+    if project_slug:
+        project_ids = select(Project.id).where(Project.slug == project_slug)
+        conv = conv.where(Conversation.project_id.in_(project_ids))
+        orphans = orphans.where(Message.project_id.in_(project_ids))
+    removed = db.session.execute(conv).rowcount
+    removed_orphans = db.session.execute(orphans).rowcount
+    db.session.commit()
+    click.echo(f"purged {removed} conversations and {removed_orphans} orphan messages")
+
+
+def init_app(app: Flask) -> None:
+    app.cli.add_command(serve_command)
+    app.cli.add_command(keys_group)
+    app.cli.add_command(purge_command)
+    for optional in ("demo", "bench"):
+        _add_optional_command(app, optional)
+
+
+def _add_optional_command(app: Flask, module_name: str) -> None:
+    import importlib
+
+    try:
+        module = importlib.import_module(f".{module_name}", __package__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.{module_name}":
+            raise
+        return
+    app.cli.add_command(module.command)

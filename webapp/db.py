@@ -1,0 +1,110 @@
+"""The SQLAlchemy handle, column types shared by the models, and connection set-up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import JSON, DateTime, MetaData, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+from . import paths
+
+# Stable constraint names, so that Alembic migrations name the same thing on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+db = SQLAlchemy(model_class=Base)
+migrate = Migrate()
+
+# JSONB on PostgreSQL (indexable, compact), plain JSON text on SQLite.
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python.
+
+    SQLite has no time zones, so values are stored as naive UTC; PostgreSQL stores timestamptz.
+    Naive datetimes are refused on the way in, so local time can never sneak into the data.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; Toolscope stores UTC only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _configure_sqlite(dbapi_connection: Any, busy_timeout_ms: int) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the dashboard read while an agent writes, and makes commits cheaper.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    # Writers from several gunicorn workers queue for the lock instead of failing at once.
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    # SQLite ignores foreign keys unless asked, per connection.
+    cursor.execute("PRAGMA foreign_keys=ON")
+    # In WAL mode NORMAL is still crash-safe for the database; only the last commits may be lost
+    # on power failure, which is acceptable for observability data and much faster than FULL.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+    # Take transaction control away from the sqlite3 module so that "begin" below decides how a
+    # transaction starts (SQLAlchemy's documented recipe for pysqlite).
+    dbapi_connection.isolation_level = None
+
+
+def _begin_sqlite(conn: Any) -> None:
+    # A deferred transaction that reads and then writes can fail at once with "database is
+    # locked" when another writer got there first; busy_timeout does not help in that case.
+    # Writers therefore take the write lock up front (BEGIN IMMEDIATE) and queue politely.
+    immediate = conn.get_execution_options().get("toolscope_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def begin_write() -> None:
+    """Open the request's transaction as a writer (must be called before its first query)."""
+    db.session.connection(execution_options={"toolscope_write": True})
+
+
+def init_app(app: Flask) -> None:
+    busy_timeout = app.config["SQLITE_BUSY_TIMEOUT_MS"]
+    db.init_app(app)
+    migrate.init_app(app, db, directory=paths.MIGRATIONS, render_as_batch=True)
+    with app.app_context():
+        engine: Engine = db.engine
+        if engine.dialect.name == "sqlite":
+            event.listen(
+                engine,
+                "connect",
+                lambda conn, _record: _configure_sqlite(conn, busy_timeout),
+            )
+            event.listen(engine, "begin", _begin_sqlite)

@@ -1,0 +1,105 @@
+"""Every setting Toolscope reads, declared once: name, default, parser and help.
+
+The README's configuration table is written from this list (and a test keeps them in step).
+Each setting is read from the environment variable ``TOOLSCOPE_<NAME>``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ENV_PREFIX = "TOOLSCOPE_"
+
+
+def _bool(raw: str) -> bool:
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _optional_int(raw: str) -> int | None:
+    return int(raw) if raw.strip() else None
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] = str
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.name
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "DATABASE_URL",
+        None,
+        "SQLAlchemy URL. Default: SQLite file `toolscope.db` in the instance folder. "
+        "PostgreSQL: `postgresql+psycopg://user:pass@host:5432/dbname`.",
+    ),
+    Setting(
+        "SECRET_KEY",
+        None,
+        "Signs session cookies and CSRF tokens. Default: a random key generated once and kept "
+        "in `instance/secret_key`. Set it explicitly when running several servers.",
+    ),
+    Setting(
+        "PASSWORD",
+        None,
+        "Password for the dashboard login. Without it the dashboard is closed, unless DEV is on.",
+    ),
+    Setting(
+        "DEV",
+        False,
+        "Development mode: the dashboard needs no login for requests from loopback addresses "
+        "(127.0.0.1, ::1) only, and the session cookie is not marked Secure.",
+        _bool,
+    ),
+    Setting(
+        "SESSION_COOKIE_SECURE",
+        True,
+        "Mark the session cookie Secure (HTTPS only). Turned off automatically in DEV mode.",
+        _bool,
+    ),
+    Setting("MAX_BODY_BYTES", 8 * 1024 * 1024, "Largest request body accepted (413 above).", int),
+    Setting("MAX_TOOLS_PER_REQUEST", 50, "Most tool invocations in one write request.", int),
+    Setting("MAX_IDS_PER_REQUEST", 200, "Most message ids in one `GET /messages/tools`.", int),
+    Setting("MAX_MESSAGES_PER_REQUEST", 500, "Most messages in one write request.", int),
+    Setting(
+        "MAX_RESULT_BYTES",
+        2 * 1024 * 1024,
+        "Largest tool response content stored (422 above).",
+        int,
+    ),
+    Setting(
+        "FRESHNESS_SECONDS",
+        300,
+        "Default replay freshness window for new projects; channels may override it.",
+        int,
+    ),
+    Setting(
+        "DEFAULT_PROJECT",
+        "default",
+        "Slug of the project the CLI and the demo use when none is named.",
+    ),
+    Setting(
+        "SQLITE_BUSY_TIMEOUT_MS",
+        10_000,
+        "How long an SQLite writer waits for the write lock before failing.",
+        int,
+    ),
+)
+
+
+def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Read every setting from the environment, falling back to its default."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = environ.get(setting.env_var)
+        values[setting.name] = setting.default if raw is None else setting.parse(raw)
+    return values
