@@ -1,0 +1,42 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Stamps: reinstall only when pyproject.toml changes.
+$(VENV)/.app-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@ $(VENV)/.app-installed
+
+## Install, migrate, load the demo data and serve on http://127.0.0.1:8000 (SQLite, no login
+## needed from this machine).
+run: $(VENV)/.app-installed
+	$(BIN)/toolscope db upgrade
+	$(BIN)/toolscope demo
+	TOOLSCOPE_DEV=1 $(BIN)/toolscope serve --host $(HOST) --port $(PORT)
+
+## Install the test extras and run the whole suite (SQLite, PostgreSQL, browser tests).
+test: $(VENV)/.test-installed
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.app-installed
+	$(BIN)/toolscope bench
+
+clean:
+	rm -rf $(VENV) instance test-artifacts build dist
