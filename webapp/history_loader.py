@@ -1,0 +1,130 @@
+"""Load a conversation's stored history as the replay library's plain data objects.
+
+Four queries whatever the size of the conversation (messages, tool calls, service calls, tool
+definitions); everything is grouped in Python. The replay itself never touches the database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import select
+
+from .db import db
+from .models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
+from .models import ToolInvocation as ToolRow
+from .replay.history import History
+from .replay.history import Message as HistoryMessage
+from .replay.history import ServiceCall as HistoryServiceCall
+from .replay.history import ToolCall as HistoryToolCall
+from .replay.history import ToolDefinition as HistoryToolDefinition
+
+
+def load_history(conversation: Conversation) -> History:
+    messages = db.session.execute(
+        select(
+            Message.id,
+            Message.external_id,
+            Message.role,
+            Message.content,
+            Message.created_at,
+            Message.status,
+            Message.model,
+        )
+        .where(Message.conversation_id == conversation.id)
+        .order_by(Message.created_at, Message.id)
+    ).all()
+
+    calls_by_message: dict[int, list[HistoryToolCall]] = defaultdict(list)
+    call_rows = db.session.execute(
+        select(
+            ToolRow.message_id,
+            ToolRow.id,
+            ToolRow.external_tool_call_id,
+            ToolRow.function_name,
+            ToolRow.arguments,
+            ToolRow.round_index,
+            ToolRow.sequence_index,
+            ToolRow.created_at,
+            ToolRow.response,
+            ToolRow.response_created_at,
+            ToolRow.is_error,
+            ToolRow.redactions,
+        )
+        .join(Message, Message.id == ToolRow.message_id)
+        .where(Message.conversation_id == conversation.id)
+        .order_by(ToolRow.message_id, ToolRow.round_index, ToolRow.sequence_index)
+    )
+    for row in call_rows:
+        calls_by_message[row.message_id].append(
+            HistoryToolCall(
+                row_id=row.id,
+                external_id=row.external_tool_call_id,
+                function_name=row.function_name,
+                arguments=row.arguments,
+                round_index=row.round_index,
+                sequence_index=row.sequence_index,
+                created_at=row.created_at,
+                response=row.response,
+                response_created_at=row.response_created_at,
+                is_error=row.is_error,
+                redacted=bool(row.redactions),
+            )
+        )
+
+    usage_by_message: dict[int, list[HistoryServiceCall]] = defaultdict(list)
+    usage_rows = db.session.scalars(
+        select(ServiceCall)
+        .join(Message, Message.id == ServiceCall.message_id)
+        .where(Message.conversation_id == conversation.id)
+        .order_by(ServiceCall.message_id, ServiceCall.round_index)
+    )
+    for usage in usage_rows:
+        usage_by_message[usage.message_id].append(
+            HistoryServiceCall(
+                round_index=usage.round_index,
+                model=usage.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cached_tokens=usage.cached_tokens,
+                created_at=usage.created_at,
+            )
+        )
+
+    definitions = db.session.scalars(
+        select(ToolDefinition)
+        .where(ToolDefinition.conversation_id == conversation.id)
+        .order_by(ToolDefinition.name)
+    )
+    return History(
+        conversation_id=conversation.external_id,
+        channel=conversation.channel.name if conversation.channel else None,
+        system_prompt=conversation.system_prompt,
+        tool_definitions=tuple(
+            HistoryToolDefinition(d.name, d.description, d.parameters) for d in definitions
+        ),
+        messages=tuple(
+            HistoryMessage(
+                row_id=m.id,
+                external_id=m.external_id,
+                role=m.role,
+                content=m.content,
+                created_at=m.created_at,
+                status=m.status,
+                model=m.model,
+                tool_calls=tuple(calls_by_message.get(m.id, ())),
+                service_calls=tuple(usage_by_message.get(m.id, ())),
+            )
+            for m in messages
+        ),
+    )
+
+
+def freshness_window(project: Project, channel: Channel | None) -> float | None:
+    """The configured freshness window: the channel's override, else the project's default.
+
+    None means "off" (results never go stale). A request may still override either.
+    """
+    if channel is not None and channel.freshness_seconds is not None:
+        return float(channel.freshness_seconds)
+    return None if project.freshness_seconds is None else float(project.freshness_seconds)
