@@ -1,0 +1,389 @@
+"""Offline token counting for tool arguments and results.
+
+Pure module (no Flask, no database) so ingestion, replay and pages can all call it.
+
+tiktoken normally downloads its BPE rank files on first use. Toolscope must never touch the
+network at run time, so the rank files ship inside the package (``webapp/data/*.tiktoken.gz``,
+provenance in ``webapp/data/README.md``) and are loaded here without ``tiktoken.get_encoding``:
+
+* the gzip is decompressed and its sha256 checked against the hash tiktoken itself declares for
+  that file in ``tiktoken_ext/openai_public.py`` (copied below; a test checks they still agree),
+* the ``<base64 token> <rank>`` lines are parsed by hand (``tiktoken.load.load_tiktoken_bpe``
+  would also copy the file into a cache directory under ``$TMPDIR``),
+* ``tiktoken.Encoding`` is built with the same ``pat_str`` and special tokens as tiktoken's own.
+
+Each encoding is loaded lazily, once per process, under a lock (thread-safe). Loading
+o200k_base takes about 0.4 s and ~80 MB of memory (cl100k_base about half of that); call
+:func:`preload` in a pre-forking server's master to pay that once and share the pages.
+
+Which encoding: OpenAI models use their own (o200k_base for gpt-4o/4.1/4.5/5 and the o-series,
+cl100k_base for gpt-4/gpt-3.5) and the count is exact. Every other model (Claude, Gemini,
+Llama, ...) gets o200k_base as an *estimate*; :attr:`TokenCount.exact` says which is which. If an
+encoding cannot be loaded, counts fall back to :func:`heuristic_tokens` (characters / 4), labelled
+``heuristic:chars/4`` so nobody mistakes them for tokenizer output.
+
+Long texts: tiktoken's BPE is quadratic in the length of a single pre-tokenized piece (100 000
+``"a"`` take ~3 s; 1 000 000 make the Rust core panic). Text longer than ``_CHUNK_CHARS`` is
+therefore counted in chunks cut only where the tokenizer's split regex is guaranteed to break
+anyway, so the total is unchanged; only a run with no such place for ``_SEARCH_BACK`` characters
+(e.g. 2 000 letters or spaces in a row) is cut blindly, which may shift the count by a token per
+cut. Everything is tokenized, however large: throughput is ~5 MB/s (~1.5 M tokens/s) per core,
+so callers bound the size of what they accept rather than this module guessing.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import gzip
+import hashlib
+import json
+import logging
+import math
+import threading
+import unicodedata
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tiktoken
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "ENCODINGS",
+    "EncodingUnavailable",
+    "TokenCount",
+    "compact_json",
+    "count_json_tokens",
+    "count_tokens",
+    "encoding_for_model",
+    "estimate",
+    "estimate_json",
+    "get_encoding",
+    "heuristic_tokens",
+    "preload",
+]
+
+log = logging.getLogger(__name__)
+
+_ENDOFTEXT = "<|endoftext|>"
+_FIM_PREFIX = "<|fim_prefix|>"
+_FIM_MIDDLE = "<|fim_middle|>"
+_FIM_SUFFIX = "<|fim_suffix|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+
+@dataclass(frozen=True, slots=True)
+class _EncodingSpec:
+    name: str
+    filename: str  # gzip of the original .tiktoken file, in webapp/data/
+    sha256: str  # of the *decompressed* bytes: the hash tiktoken declares for the file
+    pat_str: str
+    special_tokens: dict[str, int]
+
+
+# pat_str, special tokens and expected_hash are copied from tiktoken 0.12.0
+# tiktoken_ext/openai_public.py (cl100k_base() and o200k_base()); tests/test_tokens.py checks
+# that the installed tiktoken still declares exactly these.
+ENCODINGS: dict[str, _EncodingSpec] = {
+    spec.name: spec
+    for spec in (
+        _EncodingSpec(
+            name="o200k_base",
+            filename="o200k_base.tiktoken.gz",
+            sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+            pat_str="|".join(
+                [
+                    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                    r"""\p{N}{1,3}""",
+                    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                    r"""\s*[\r\n]+""",
+                    r"""\s+(?!\S)""",
+                    r"""\s+""",
+                ]
+            ),
+            special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+        ),
+        _EncodingSpec(
+            name="cl100k_base",
+            filename="cl100k_base.tiktoken.gz",
+            sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+            pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+            special_tokens={
+                _ENDOFTEXT: 100257,
+                _FIM_PREFIX: 100258,
+                _FIM_MIDDLE: 100259,
+                _FIM_SUFFIX: 100260,
+                _ENDOFPROMPT: 100276,
+            },
+        ),
+    )
+}
+
+DEFAULT_ENCODING = "o200k_base"
+HEURISTIC_METHOD = "heuristic:chars/4"
+
+# OpenAI model families newer than the installed tiktoken's table (e.g. "gpt-5.1", "o3-pro"
+# are covered by tiktoken; "gpt-5.1-codex" or a future "o5" may not be). All use o200k_base.
+_OPENAI_O200K_PREFIXES = (
+    "gpt-5",
+    "gpt-4.5",
+    "gpt-4.1",
+    "gpt-4o",
+    "chatgpt-4o",
+    "gpt-oss",
+    "codex-",
+    "o1",
+    "o3",
+    "o4",
+)
+
+
+class EncodingUnavailable(RuntimeError):
+    """The shipped rank file is missing, corrupt, or tiktoken is not importable."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """A token count and how it was obtained.
+
+    ``method`` is ``"tiktoken:<encoding>"`` or ``"heuristic:chars/4"``. ``exact`` is true only
+    when the encoding is the model's own tokenizer (an OpenAI model); for other models or no
+    model the tiktoken count is an estimate of what that provider will bill.
+    """
+
+    tokens: int
+    method: str
+    exact: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+_lock = threading.Lock()
+_loaded: dict[str, tiktoken.Encoding] = {}
+_failed: dict[str, EncodingUnavailable] = {}
+
+
+def _read_ranks(spec: _EncodingSpec) -> dict[bytes, int]:
+    try:
+        data_dir = resources.files(__package__ or "webapp").joinpath("data")
+        raw = gzip.decompress(data_dir.joinpath(spec.filename).read_bytes())
+    except (OSError, EOFError) as exc:  # missing file, truncated or not a gzip
+        raise EncodingUnavailable(f"cannot read {spec.filename}: {exc}") from exc
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != spec.sha256:
+        raise EncodingUnavailable(
+            f"{spec.filename}: sha256 of the decompressed ranks is {actual}, "
+            f"tiktoken expects {spec.sha256}"
+        )
+    # The format is "<base64 token> <rank>\n" per token, as tiktoken.load.load_tiktoken_bpe reads.
+    fields = raw.split()
+    if len(fields) % 2:
+        raise EncodingUnavailable(f"{spec.filename}: odd number of fields")
+    try:
+        return dict(
+            zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True)
+        )
+    except (binascii.Error, ValueError) as exc:  # unreachable once the hash matched
+        raise EncodingUnavailable(f"{spec.filename}: {exc}") from exc
+
+
+def _build(name: str) -> tiktoken.Encoding:
+    spec = ENCODINGS.get(name)
+    if spec is None:
+        raise EncodingUnavailable(f"no shipped encoding named {name!r}")
+    try:
+        import tiktoken
+    except ImportError as exc:
+        raise EncodingUnavailable(f"tiktoken is not installed: {exc}") from exc
+    return tiktoken.Encoding(
+        name=spec.name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=_read_ranks(spec),
+        special_tokens=dict(spec.special_tokens),
+    )
+
+
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """The shipped encoding ``name``, loaded on first use (never from the network).
+
+    Raises :class:`EncodingUnavailable` if it cannot be loaded; the failure is remembered, so a
+    broken install costs one attempt per process, not one per call.
+    """
+    enc = _loaded.get(name)
+    if enc is not None:
+        return enc
+    with _lock:
+        enc = _loaded.get(name)
+        if enc is not None:
+            return enc
+        if name in _failed:
+            raise _failed[name]
+        try:
+            enc = _build(name)
+        except EncodingUnavailable as exc:
+            _failed[name] = exc
+            log.error("token counts fall back to %s: %s", HEURISTIC_METHOD, exc)
+            raise
+        _loaded[name] = enc
+        return enc
+
+
+def preload(names: tuple[str, ...] = (DEFAULT_ENCODING,)) -> None:
+    """Load encodings now (e.g. in gunicorn's master with ``preload_app``). Never raises."""
+    for name in names:
+        with contextlib.suppress(EncodingUnavailable):
+            get_encoding(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing an encoding
+
+
+def encoding_for_model(model: str | None) -> tuple[str, bool]:
+    """``(encoding name, exact)`` for a model id such as ``"gpt-4o"`` or ``"openai/gpt-4.1"``.
+
+    ``exact`` is true when the encoding is the model's own tokenizer; otherwise the name is
+    :data:`DEFAULT_ENCODING`, used as an estimate (Claude, Gemini, open models, unknown, None).
+    """
+    if not model:
+        return DEFAULT_ENCODING, False
+    # "openai/gpt-4o", "azure/gpt-4o-mini", "openrouter/openai/gpt-4.1" -> last segment
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    try:
+        from tiktoken.model import encoding_name_for_model
+    except ImportError:  # pragma: no cover - tiktoken is a hard dependency
+        encoding_name_for_model = None
+    if encoding_name_for_model is not None:
+        try:
+            known = encoding_name_for_model(name)
+        except KeyError:
+            pass
+        else:
+            # gpt-oss uses o200k_harmony: the same ranks plus chat-format special tokens,
+            # which ordinary text never produces.
+            known = "o200k_base" if known == "o200k_harmony" else known
+            if known in ENCODINGS:
+                return known, True
+            # r50k/p50k (davinci-era models) are not shipped: estimate with the default.
+            return DEFAULT_ENCODING, False
+    if name.startswith(_OPENAI_O200K_PREFIXES):
+        return "o200k_base", True
+    return DEFAULT_ENCODING, False
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting
+
+_CHUNK_CHARS = 2048
+_SEARCH_BACK = 256
+
+
+def _is_safe_cut(before: str, after: str) -> bool:
+    """Whether both shipped split regexes always end a piece between ``before`` and ``after``.
+
+    Derived from the two pat_str above (o200k_base and cl100k_base); tests/test_tokens.py checks
+    it against tiktoken on random text. str.isspace() is a superset of the regex's \\s, which
+    keeps every rule conservative.
+    """
+    if before == "\n":
+        # No piece spans a newline followed by non-space, except o200k's punctuation piece
+        # "?[^\s\p{L}\p{N}]+[\r\n/]*", which can take "\n/" with it.
+        return not after.isspace() and after != "/"
+    cat_before = unicodedata.category(before)[0]
+    cat_after = unicodedata.category(after)[0]
+    if cat_after == "N":
+        # Digit pieces hold only digits (so "12|3" would regroup), and a space would join the
+        # next piece as its prefix and change the whitespace split before it.
+        return cat_before != "N" and not before.isspace()
+    if cat_before == "N":
+        return True
+    if cat_before == "L":
+        # A letter piece ends before anything but letters, marks and o200k's "'s"-style suffix.
+        return cat_after not in ("L", "M") and after != "'" and not after.isspace()
+    return False
+
+
+def _chunks(
+    text: str, size: int = _CHUNK_CHARS, search: int = _SEARCH_BACK
+) -> tuple[list[str], bool]:
+    """Split ``text`` into pieces of at most ``size`` characters that tokenize independently.
+
+    Returns ``(chunks, exact)``; ``exact`` is false if some cut had no safe place within
+    ``search`` characters and was made blindly.
+    """
+    if len(text) <= size:
+        return [text], True
+    chunks: list[str] = []
+    exact = True
+    start = 0
+    end = len(text)
+    while end - start > size:
+        target = start + size
+        cut = target
+        lowest = max(start + 1, target - search)
+        while cut >= lowest and not _is_safe_cut(text[cut - 1], text[cut]):
+            cut -= 1
+        if cut < lowest:
+            cut = target
+            exact = False
+        chunks.append(text[start:cut])
+        start = cut
+    chunks.append(text[start:])
+    return chunks, exact
+
+
+def _tiktoken_count(enc: tiktoken.Encoding, text: str) -> int:
+    chunks, _exact = _chunks(text)
+    # encode_ordinary: "<|endoftext|>" inside a tool result is text, not a special token.
+    return sum(len(enc.encode_ordinary(chunk)) for chunk in chunks)
+
+
+def heuristic_tokens(text: str) -> int:
+    """Rough token count: one token per four characters, rounded up. An estimate only."""
+    return math.ceil(len(text) / 4)
+
+
+def estimate(text: str, model: str | None = None) -> TokenCount:
+    """Count the tokens of ``text`` for ``model`` and say how (see :class:`TokenCount`)."""
+    name, exact = encoding_for_model(model)
+    if not text:
+        return TokenCount(0, f"tiktoken:{name}", exact)
+    try:
+        enc = get_encoding(name)
+    except EncodingUnavailable:
+        return TokenCount(heuristic_tokens(text), HEURISTIC_METHOD, False)
+    try:
+        tokens = _tiktoken_count(enc, text)
+    except BaseException as exc:
+        # A Rust panic surfaces as pyo3_runtime.PanicException, a BaseException subclass. The
+        # chunking above should make it unreachable; untrusted input must still not crash us.
+        if type(exc).__name__ != "PanicException":
+            raise
+        log.warning("tiktoken panicked on a %d-character text; using %s", len(text), exc)
+        return TokenCount(heuristic_tokens(text), HEURISTIC_METHOD, False)
+    return TokenCount(tokens, f"tiktoken:{name}", exact)
+
+
+def count_tokens(text: str, model: str | None = None) -> int:
+    """Number of tokens in ``text`` for ``model`` (o200k_base estimate when not an OpenAI model)."""
+    return estimate(text, model).tokens
+
+
+def compact_json(obj: Any) -> str:
+    """``obj`` as compact JSON (no spaces, non-ASCII kept), the way models emit arguments."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def estimate_json(obj: Any, model: str | None = None) -> TokenCount:
+    """:func:`estimate` of ``obj`` serialized with :func:`compact_json`."""
+    return estimate(compact_json(obj), model)
+
+
+def count_json_tokens(obj: Any, model: str | None = None) -> int:
+    """Tokens of a JSON value (e.g. tool-call arguments) serialized as compact JSON."""
+    return estimate_json(obj, model).tokens
