@@ -1,0 +1,247 @@
+"""USD cost of an LLM service call, from genai-prices' bundled price data or project overrides.
+
+Pure module (no Flask, no database). No network: genai-prices only downloads newer prices when
+someone starts ``genai_prices.UpdatePrices``; Toolscope never does, so ``calc_price`` always reads
+the snapshot bundled with the installed package (its version is reported as
+:attr:`Cost.source_version`; upgrading the package is how prices get updated).
+
+Token semantics follow OpenAI's usage object: ``input_tokens`` is *all* prompt tokens, and
+``cached_tokens`` (cache reads, billed at the cheaper cached rate) and ``cache_write_tokens``
+(Anthropic's cache creation, billed higher) are subsets of it. Anthropic reports them *beside*
+``input_tokens``, so callers pass ``input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens`` for Anthropic, with ``cached_tokens=cache_read_input_tokens``.
+
+Matching: a project override wins (exact model name, case-insensitive, then the first glob
+pattern in mapping order, e.g. ``"llama-3*"``); otherwise genai-prices is asked for the model at
+``provider`` when that pair is known, else by model name alone (as Langfuse does; the result says
+which price was used in :attr:`Cost.priced_as`); a ``"provider/model"`` name is also tried split.
+No match returns ``None``. Amounts are exact :class:`~decimal.Decimal` USD, not rounded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from functools import cache
+from typing import Any
+
+__all__ = ["OVERRIDE_VERSION", "Cost", "PriceOverride", "cost_for", "prices_version"]
+
+OVERRIDE_VERSION = "project-override"
+_PER = Decimal(1_000_000)
+
+
+def _as_price(name: str, value: object) -> Decimal:
+    """A non-negative finite Decimal from a Decimal, int or numeric string (floats via str)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number of USD per million tokens, not {value!r}")
+    try:
+        price = value if isinstance(value, Decimal) else Decimal(str(value))
+    except (InvalidOperation, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be a number of USD per million tokens, not {value!r}"
+        ) from exc
+    if not price.is_finite() or price < 0:
+        raise ValueError(f"{name} must be a finite, non-negative number, not {value!r}")
+    return price
+
+
+@dataclass(frozen=True, slots=True)
+class PriceOverride:
+    """A project's own price for a model (self-hosted, fine-tuned, negotiated), USD per 1M tokens.
+
+    ``cached_input_per_mtok`` of ``None`` bills cached tokens at the full input price.
+    """
+
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+    cached_input_per_mtok: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        # Accept ints and numeric strings (settings arrive as JSON); store Decimals.
+        object.__setattr__(self, "input_per_mtok", _as_price("input_per_mtok", self.input_per_mtok))
+        object.__setattr__(
+            self, "output_per_mtok", _as_price("output_per_mtok", self.output_per_mtok)
+        )
+        if self.cached_input_per_mtok is not None:
+            object.__setattr__(
+                self,
+                "cached_input_per_mtok",
+                _as_price("cached_input_per_mtok", self.cached_input_per_mtok),
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PriceOverride:
+        """From e.g. ``{"input_per_mtok": "0.2", "output_per_mtok": "0.6"}`` (JSON settings)."""
+        unknown = set(data) - {"input_per_mtok", "output_per_mtok", "cached_input_per_mtok"}
+        if unknown:
+            raise ValueError(f"unknown price override field(s): {', '.join(sorted(unknown))}")
+        try:
+            return cls(
+                input_per_mtok=data["input_per_mtok"],
+                output_per_mtok=data["output_per_mtok"],
+                cached_input_per_mtok=data.get("cached_input_per_mtok"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"price override needs {exc.args[0]}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a call cost, and on whose prices.
+
+    ``source`` is ``"genai-prices"`` or ``"override"``; ``source_version`` the genai-prices
+    package version or ``"project-override"``; ``priced_as`` the price entry used, e.g.
+    ``"openai/gpt-4o"`` or ``"override:llama-3*"``.
+    """
+
+    total_usd: Decimal
+    input_usd: Decimal
+    output_usd: Decimal
+    source: str
+    source_version: str
+    priced_as: str
+
+
+@cache
+def prices_version() -> str:
+    """Version of the installed genai-prices, i.e. of the bundled price data."""
+    from importlib.metadata import version
+
+    return version("genai-prices")
+
+
+def _check_counts(
+    input_tokens: int, output_tokens: int, cached_tokens: int, cache_write_tokens: int
+) -> None:
+    counts = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_tokens": cached_tokens,
+        "cache_write_tokens": cache_write_tokens,
+    }
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+    if cached_tokens + cache_write_tokens > input_tokens:
+        raise ValueError(
+            f"cached_tokens ({cached_tokens}) + cache_write_tokens ({cache_write_tokens}) are part"
+            f" of input_tokens ({input_tokens}) and cannot exceed it"
+        )
+
+
+def _find_override(
+    model: str, overrides: Mapping[str, PriceOverride]
+) -> tuple[str, PriceOverride] | None:
+    wanted = model.strip().lower()
+    for key, override in overrides.items():
+        if key.strip().lower() == wanted:
+            return key, override
+    for key, override in overrides.items():
+        if any(c in key for c in "*?[") and fnmatch.fnmatchcase(wanted, key.strip().lower()):
+            return key, override
+    return None
+
+
+def _override_cost(
+    key: str,
+    price: PriceOverride,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int,
+) -> Cost:
+    cached_rate = price.cached_input_per_mtok
+    if cached_rate is None:
+        cached_rate = price.input_per_mtok
+    # Cache writes have no separate override price: they count as ordinary input.
+    input_usd = (
+        (input_tokens - cached_tokens) * price.input_per_mtok + cached_tokens * cached_rate
+    ) / _PER
+    output_usd = output_tokens * price.output_per_mtok / _PER
+    return Cost(
+        total_usd=input_usd + output_usd,
+        input_usd=input_usd,
+        output_usd=output_usd,
+        source="override",
+        source_version=OVERRIDE_VERSION,
+        priced_as=f"override:{key}",
+    )
+
+
+def _genai_prices_cost(
+    model: str,
+    provider: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int,
+    cache_write_tokens: int,
+    at: datetime,
+) -> Cost | None:
+    import genai_prices
+
+    usage = genai_prices.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cached_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
+    attempts: list[tuple[str, str | None]] = []
+    if provider:
+        attempts.append((model, provider))
+    attempts.append((model, None))
+    prefix, sep, rest = model.partition("/")
+    if sep and prefix and rest:  # "openai/gpt-4o", "anthropic/claude-sonnet-4"
+        attempts.append((rest, prefix))
+        attempts.append((rest, None))
+    for model_ref, provider_id in attempts:
+        try:
+            calc = genai_prices.calc_price(
+                usage, model_ref, provider_id=provider_id, genai_request_timestamp=at
+            )
+        except LookupError:
+            continue
+        return Cost(
+            total_usd=calc.total_price,
+            input_usd=calc.input_price,
+            output_usd=calc.output_price,
+            source="genai-prices",
+            source_version=prices_version(),
+            priced_as=f"{calc.provider.id}/{calc.model.id}",
+        )
+    return None
+
+
+def cost_for(
+    model: str,
+    provider: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int = 0,
+    at: datetime | None = None,
+    overrides: Mapping[str, PriceOverride] | None = None,
+    *,
+    cache_write_tokens: int = 0,
+) -> Cost | None:
+    """USD cost of one service call, or ``None`` when no price is known for ``model``.
+
+    ``input_tokens`` includes ``cached_tokens`` and ``cache_write_tokens`` (see the module
+    docstring). ``at`` picks the price in force at that time (naive means UTC; default now).
+    Raises :class:`ValueError` for negative counts or cached + cache-write above input.
+    """
+    _check_counts(input_tokens, output_tokens, cached_tokens, cache_write_tokens)
+    if not model or not model.strip():
+        return None
+    if overrides:
+        found = _find_override(model, overrides)
+        if found is not None:
+            return _override_cost(*found, input_tokens, output_tokens, cached_tokens)
+    if at is None:
+        at = datetime.now(tz=UTC)
+    elif at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return _genai_prices_cost(
+        model.strip(), provider, input_tokens, output_tokens, cached_tokens, cache_write_tokens, at
+    )
