@@ -64,9 +64,7 @@ def test_shipped_encoding_gives_known_token_ids(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(tokens.ENCODINGS))
-def test_constants_match_what_tiktoken_declares(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_constants_match_what_tiktoken_declares(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Our pat_str, special tokens and expected sha256 are tiktoken's own, for this version."""
     from tiktoken_ext import openai_public
 
