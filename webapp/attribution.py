@@ -1,0 +1,185 @@
+"""Which tools' results drive input-token cost: attribution of re-sent tool results.
+
+Pure module (no Flask, no database).
+
+A tool result is input to every later LLM service call of its turn, and to the service calls of
+later turns for as long as the replay keeps it in the history. A 5 000-token search result
+returned in round 0 of a 6-round turn is therefore paid for five times within the turn alone.
+:func:`attribute` adds that up per function name.
+
+Input, for one conversation, oldest first: a list of **turns**, each a list of its **service
+calls** in order (round 0, 1, ..., and the final-text call). Each :class:`ServiceCall` carries
+
+* its input price per token (``input_usd_per_token``), or a ``model`` that the optional
+  ``price_for_model`` callable prices; ``None`` means unknown, and tokens sent to such calls are
+  counted in :attr:`ToolAttribution.unpriced_input_tokens` instead of in the cost;
+* ``results``: the tool results produced by the tool calls *this* service call requested.
+
+A result produced by call ``i`` of a turn is input to calls ``i+1 ...`` of the same turn (none if
+``i`` is the last call: a trailing result the model never saw), and to *every* service call of
+the next :attr:`ToolResult.later_turns` turns (``0``: the replay drops it; ``None``: all later
+turns). That count is the caller's: it is what replay decides (freshness window, persistence
+mode, budget), and those rules only ever drop a result for good, never bring it back. In later
+turns the result weighs :attr:`ToolResult.replayed_tokens` (after truncation or compaction) when
+given, else ``result_tokens``. Leave out results that never got a response.
+
+Price: what one more input token cost on that call. The call's real ``input_usd / input_tokens``
+spreads its cache discount evenly (re-sent results are often in the cached prefix);
+:func:`webapp.pricing.input_price_per_token` gives the uncached list price instead.
+
+Runs in O(service calls + results) using prefix sums, so a 10 000-call conversation is cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from itertools import accumulate
+
+__all__ = ["ServiceCall", "ToolAttribution", "ToolResult", "attribute"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One tool result, as produced (and sent) within its turn."""
+
+    function_name: str
+    result_tokens: int
+    later_turns: int | None = 0
+    """How many following turns' service calls receive it (0: none, None: all)."""
+    replayed_tokens: int | None = None
+    """Its size when replayed in later turns, if replay truncated or compacted it."""
+
+    def __post_init__(self) -> None:
+        _check_count("result_tokens", self.result_tokens)
+        if self.later_turns is not None:
+            _check_count("later_turns", self.later_turns)
+        if self.replayed_tokens is not None:
+            _check_count("replayed_tokens", self.replayed_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceCall:
+    """One LLM service call (a round, or the final-text call) of a turn."""
+
+    input_usd_per_token: Decimal | None = None
+    results: Sequence[ToolResult] = ()
+    model: str | None = None
+    """Priced by ``attribute(price_for_model=...)`` when ``input_usd_per_token`` is None."""
+
+
+@dataclass(slots=True)
+class ToolAttribution:
+    """Totals for one function name across the conversation."""
+
+    function_name: str
+    results: int = 0
+    """How many results it produced."""
+    result_tokens: int = 0
+    """Their size as produced."""
+    sends: int = 0
+    """How many times one of its results was part of a service call's input."""
+    resent_input_tokens: int = 0
+    """Input tokens its results made up, summed over every service call that carried them
+    (the first send included)."""
+    attributed_cost_usd: Decimal = field(default_factory=Decimal)
+    """What those tokens cost, over the calls whose price is known."""
+    unpriced_input_tokens: int = 0
+    """Part of ``resent_input_tokens`` sent to calls without a known price."""
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, not {value!r}")
+
+
+def _prefix(values: Sequence[int]) -> list[int]:
+    return [0, *accumulate(values)]
+
+
+def _prefix_usd(values: Sequence[Decimal]) -> list[Decimal]:
+    return [Decimal(0), *accumulate(values)]
+
+
+def attribute(
+    turns: Sequence[Sequence[ServiceCall]],
+    *,
+    price_for_model: Callable[[str], Decimal | None] | None = None,
+) -> dict[str, ToolAttribution]:
+    """Per function name (in order of first result): results, tokens, re-sends and their cost.
+
+    See the module docstring for what ``turns`` means. ``price_for_model`` is called at most
+    once per distinct model, for calls that give a ``model`` but no ``input_usd_per_token``.
+    """
+    model_prices: dict[str, Decimal | None] = {}
+
+    def price_of(call: ServiceCall) -> Decimal | None:
+        if call.input_usd_per_token is not None:
+            return call.input_usd_per_token
+        if call.model is None or price_for_model is None:
+            return None
+        if call.model not in model_prices:
+            model_prices[call.model] = price_for_model(call.model)
+        return model_prices[call.model]
+
+    # Per turn: prefix sums over its calls of the price and of "price unknown".
+    call_price: list[list[Decimal]] = []
+    call_unpriced: list[list[int]] = []
+    turn_price: list[Decimal] = []  # sum of known prices over the turn's calls
+    turn_calls: list[int] = []
+    turn_unpriced: list[int] = []
+    for turn in turns:
+        prices = [price_of(call) for call in turn]
+        known = [p if p is not None else Decimal(0) for p in prices]
+        missing = [1 if p is None else 0 for p in prices]
+        call_price.append(_prefix_usd(known))
+        call_unpriced.append(_prefix(missing))
+        turn_price.append(sum(known, Decimal(0)))
+        turn_calls.append(len(turn))
+        turn_unpriced.append(sum(missing))
+    # ... and over turns, for "every call of turns t+1 .. t+k".
+    turns_price = _prefix_usd(turn_price)
+    turns_calls = _prefix(turn_calls)
+    turns_unpriced = _prefix(turn_unpriced)
+    n_turns = len(turns)
+
+    totals: dict[str, ToolAttribution] = {}
+    for t, turn in enumerate(turns):
+        n_calls = len(turn)
+        for i, call in enumerate(turn):
+            for result in call.results:
+                agg = totals.get(result.function_name)
+                if agg is None:
+                    agg = totals[result.function_name] = ToolAttribution(result.function_name)
+                agg.results += 1
+                agg.result_tokens += result.result_tokens
+
+                # The rest of its own turn: calls i+1 .. n_calls-1.
+                sends = n_calls - 1 - i
+                unpriced = call_unpriced[t][n_calls] - call_unpriced[t][i + 1]
+                price = call_price[t][n_calls] - call_price[t][i + 1]
+                tokens = result.result_tokens
+                agg.sends += sends
+                agg.resent_input_tokens += sends * tokens
+                agg.unpriced_input_tokens += unpriced * tokens
+                agg.attributed_cost_usd += price * tokens
+
+                # Every call of turns t+1 .. last.
+                last = n_turns - 1 if result.later_turns is None else t + result.later_turns
+                last = min(last, n_turns - 1)
+                if last <= t:
+                    continue
+                replayed = (
+                    result.result_tokens
+                    if result.replayed_tokens is None
+                    else result.replayed_tokens
+                )
+                sends = turns_calls[last + 1] - turns_calls[t + 1]
+                unpriced = turns_unpriced[last + 1] - turns_unpriced[t + 1]
+                price = turns_price[last + 1] - turns_price[t + 1]
+                agg.sends += sends
+                agg.resent_input_tokens += sends * replayed
+                agg.unpriced_input_tokens += unpriced * replayed
+                agg.attributed_cost_usd += price * replayed
+    return totals
