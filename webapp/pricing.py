@@ -28,7 +28,14 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 
-__all__ = ["OVERRIDE_VERSION", "Cost", "PriceOverride", "cost_for", "prices_version"]
+__all__ = [
+    "OVERRIDE_VERSION",
+    "Cost",
+    "PriceOverride",
+    "cost_for",
+    "input_price_per_token",
+    "prices_version",
+]
 
 OVERRIDE_VERSION = "project-override"
 _PER = Decimal(1_000_000)
@@ -245,3 +252,17 @@ def cost_for(
     return _genai_prices_cost(
         model.strip(), provider, input_tokens, output_tokens, cached_tokens, cache_write_tokens, at
     )
+
+
+def input_price_per_token(
+    model: str,
+    provider: str | None = None,
+    at: datetime | None = None,
+    overrides: Mapping[str, PriceOverride] | None = None,
+) -> Decimal | None:
+    """List price of one uncached input token (lowest tier), or ``None`` if ``model`` is unknown.
+
+    For :mod:`webapp.attribution` when a service call's actual usage is not known.
+    """
+    cost = cost_for(model, provider, 1_000, 0, at=at, overrides=overrides)
+    return None if cost is None else cost.input_usd / 1_000
