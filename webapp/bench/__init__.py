@@ -1,0 +1,291 @@
+"""`toolscope bench`: ingestion throughput through a real gunicorn, next to the raw insert rate.
+
+By default it starts its own gunicorn on a scratch SQLite file (migrated, with a fresh key) on a
+free loopback port; with `--database-url` it does the same on a scratch PostgreSQL database too.
+With `--url`/`--key` it drives a server that is already running instead. See docs/benchmark.md.
+
+    toolscope bench                                  # 10 s per endpoint, 4 client processes
+    toolscope bench --seconds 3 --only ingest
+    toolscope bench --database-url postgresql+psycopg://postgres@127.0.0.1:5432/postgres
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import secrets
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import click
+
+from . import raw_insert  # noqa: F401  (registers its section)
+from .load import LoadGenerator
+from .sections import SECTIONS, BenchContext, Figure
+from .server import (
+    BenchSetupError,
+    Server,
+    gunicorn_server,
+    prepare_database,
+    require_loopback,
+    scratch_postgres,
+    scratch_sqlite,
+    worker_memory_mb,
+)
+
+# Measured on the 2-core machine of docs/benchmark.md: gthread beats sync by ~15%, because its
+# threads keep client connections alive and overlap one request's JSON work with another's
+# database wait.
+DEFAULT_WORKER_CLASS = "gthread"
+DEFAULT_THREADS = 4
+MAX_SECONDS = 600.0
+MAX_CALLS = 10_000_000
+
+
+@dataclass
+class TargetReport:
+    name: str
+    server: str
+    startup_seconds: float | None = None
+    worker_rss_mb: list[float] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    """One thing to measure: a database, and the server writing to it (if any)."""
+
+    name: str
+    database_url: str | None  # where raw inserts go
+    server: Server | None
+    server_database_url: str | None  # the server's own database, to count stored rows
+
+
+@click.command("bench")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.5, MAX_SECONDS),
+    default=10.0,
+    show_default=True,
+    help="Measured time per endpoint (and per raw insert mode, at most 5 s).",
+)
+@click.option(
+    "--calls",
+    type=click.IntRange(50, MAX_CALLS),
+    default=None,
+    help="Post this many tool calls per endpoint instead of running for --seconds.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 32),
+    default=4,
+    show_default=True,
+    help="Client processes, each with one keep-alive connection.",
+)
+@click.option(
+    "--url",
+    default=None,
+    help="Drive this running server (loopback only) instead of starting gunicorn.",
+)
+@click.option("--key", default=None, help="API key for --url.")
+@click.option(
+    "--database-url",
+    default=None,
+    help="Also measure PostgreSQL: a scratch "
+    "database is created on this server for the run and dropped afterwards.",
+)
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    type=click.Choice(sorted(SECTIONS)),
+    help="Run only these sections (repeatable).",
+)
+@click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option(
+    "--worker-class",
+    type=click.Choice(["sync", "gthread"]),
+    default=DEFAULT_WORKER_CLASS,
+    show_default=True,
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=DEFAULT_THREADS,
+    show_default=True,
+    help="Threads per gthread worker.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def command(
+    seconds: float,
+    calls: int | None,
+    concurrency: int,
+    url: str | None,
+    key: str | None,
+    database_url: str | None,
+    only: tuple[str, ...],
+    workers: int,
+    worker_class: str,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
+    if bool(url) != bool(key):
+        raise click.UsageError("--url and --key go together")
+    sections = [SECTIONS[name] for name in (only or SECTIONS)]
+    run_id = f"bench-{secrets.token_hex(3)}"
+    server_options = {"workers": workers, "worker_class": worker_class, "threads": threads}
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    reports: list[TargetReport] = []
+    try:
+        if url:
+            require_loopback(url)
+        needs_load = any(s.needs_server for s in sections)
+        with LoadGenerator(concurrency) if needs_load else contextlib.nullcontext() as load:
+            for target_cm in _targets(url, key, database_url, sections, server_options):
+                with target_cm as target:
+                    say(f"{target.name}: {target.server.description if target.server else ''}")
+                    report = _run_target(target, sections, load, seconds, calls, run_id, say)
+                    reports.append(report)
+    except (BenchSetupError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(_as_json(reports, concurrency) if as_json else _as_text(reports, concurrency))
+    if any(_failed(figure) for report in reports for figure in report.figures):
+        raise SystemExit(1)
+
+
+def _targets(
+    url: str | None,
+    key: str | None,
+    database_url: str | None,
+    sections: list[Any],
+    server_options: dict[str, Any],
+) -> Iterator[contextlib.AbstractContextManager[Target]]:
+    if url:
+        assert key is not None
+        yield _url_target(url, key, database_url)
+        return
+    needs_server = any(s.needs_server for s in sections)
+    yield _own_target("sqlite", scratch_sqlite(), needs_server, server_options)
+    if database_url:
+        yield _own_target(
+            "postgresql", scratch_postgres(database_url), needs_server, server_options
+        )
+
+
+@contextlib.contextmanager
+def _url_target(url: str, key: str, database_url: str | None) -> Iterator[Target]:
+    server = Server(base_url=url.rstrip("/"), key=key, description=f"running server at {url}")
+    with contextlib.ExitStack() as stack:
+        raw_url = stack.enter_context(scratch_postgres(database_url)) if database_url else None
+        if raw_url:
+            prepare_database(raw_url)
+        yield Target("url", raw_url, server, None)
+
+
+@contextlib.contextmanager
+def _own_target(
+    name: str,
+    database: contextlib.AbstractContextManager[str],
+    needs_server: bool,
+    server_options: dict[str, Any],
+) -> Iterator[Target]:
+    with database as database_url:
+        key = prepare_database(database_url)
+        if not needs_server:
+            yield Target(name, database_url, None, database_url)
+            return
+        with gunicorn_server(database_url, key, **server_options) as server:
+            yield Target(name, database_url, server, database_url)
+
+
+def _run_target(
+    target: Target,
+    sections: list[Any],
+    load: LoadGenerator | None,
+    seconds: float,
+    calls: int | None,
+    run_id: str,
+    say: Any,
+) -> TargetReport:
+    server = target.server
+    report = TargetReport(
+        name=target.name,
+        server=server.description if server else "no server",
+        startup_seconds=server.startup_seconds if server else None,
+    )
+    ctx = BenchContext(
+        target=target.name,
+        seconds=seconds,
+        calls=calls,
+        database_url=target.database_url,
+        server=server,
+        load=load,
+        run_id=run_id,
+        say=say,
+        server_database_url=target.server_database_url,
+    )
+    for section in sections:
+        if section.needs_server and server is None:
+            continue
+        if section.needs_database and target.database_url is None:
+            say(f"  {section.name}: skipped (needs --database-url with --url)")
+            continue
+        report.figures.extend(section.run(ctx))
+    if server and server.pid:
+        report.worker_rss_mb = [round(mb, 1) for mb in worker_memory_mb(server.pid)]
+    return report
+
+
+def _failed(figure: Figure) -> bool:
+    values = figure.values
+    lost = "stored_calls" in values and values["stored_calls"] != values.get("calls")
+    return bool(values.get("errors")) or lost
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def _as_text(reports: list[TargetReport], concurrency: int) -> str:
+    machine = _machine()
+    lines = [
+        f"Toolscope bench: {machine['cpus']} CPUs, Python {machine['python']}, "
+        f"{concurrency} client processes, batches of 50 tool calls"
+    ]
+    for report in reports:
+        startup = (
+            f", first answer {report.startup_seconds:.2f} s after start"
+            if report.startup_seconds is not None
+            else ""
+        )
+        lines.append("")
+        lines.append(f"[{report.name}] {report.server}{startup}")
+        width = max((len(f.label) for f in report.figures), default=0)
+        for figure in report.figures:
+            lines.append(f"  {figure.label:<{width}}  {figure.text}")
+        if report.worker_rss_mb:
+            sizes = ", ".join(f"{mb:.0f} MB" for mb in report.worker_rss_mb)
+            lines.append(f"  worker memory (RSS) after the run: {sizes}")
+    return "\n".join(lines)
+
+
+def _as_json(reports: list[TargetReport], concurrency: int) -> str:
+    return json.dumps(
+        {
+            "machine": _machine(),
+            "client_processes": concurrency,
+            "targets": [asdict(report) for report in reports],
+        },
+        indent=2,
+    )

@@ -1,0 +1,145 @@
+"""The benchmark's sections: a registry, so other areas can add their own figure.
+
+A section is a function `(BenchContext) -> list[Figure]` registered with `@section(...)`; the
+command runs the registered sections in order (or those named with `--only`) for every target.
+To add one (e.g. a replay figure), write it here or import its module from `webapp.bench`:
+
+    @section("replay", "Replay of a 10,000-call conversation", needs_server=False)
+    def replay_section(ctx: BenchContext) -> list[Figure]:
+        ...
+        text = f"{ms:.0f} ms"
+        return [Figure("replay", ctx.target, "replay core, 10,000 calls", {"ms": ms}, text)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .load import CALLS_PER_REQUEST, ENDPOINT_LABELS, Job, LoadGenerator
+from .server import Server
+
+
+@dataclass
+class BenchContext:
+    """What a section gets: where to point, for how long, and the shared load generator."""
+
+    target: str  # "sqlite", "postgresql" or "url"
+    seconds: float
+    calls: int | None
+    database_url: str | None
+    server: Server | None
+    load: LoadGenerator | None  # None when no selected section needs a server
+    run_id: str
+    say: Callable[[str], None] = print
+    # The database the server writes to, when the bench started it (None for --url).
+    server_database_url: str | None = None
+
+
+@dataclass
+class Figure:
+    section: str
+    target: str
+    label: str
+    values: dict[str, Any]
+    text: str
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    help: str
+    run: Callable[[BenchContext], list[Figure]]
+    needs_server: bool = False
+    needs_database: bool = False
+
+
+SECTIONS: dict[str, Section] = {}
+
+
+def section(
+    name: str, help: str, *, needs_server: bool = False, needs_database: bool = False
+) -> Callable[[Callable[[BenchContext], list[Figure]]], Callable[[BenchContext], list[Figure]]]:
+    def register(run: Callable[[BenchContext], list[Figure]]):
+        SECTIONS[name] = Section(name, help, run, needs_server, needs_database)
+        return run
+
+    return register
+
+
+# -- ingest through HTTP ------------------------------------------------------------------------
+
+
+@section(
+    "ingest",
+    "Tool calls posted in batches of 50 through HTTP: MessageTool API and native /turns",
+    needs_server=True,
+)
+def ingest_section(ctx: BenchContext) -> list[Figure]:
+    assert ctx.server is not None and ctx.load is not None
+    figures = []
+    for endpoint in ("messages-tools", "turns"):
+        stored_before = _stored_calls(ctx.server_database_url)
+        job = Job(
+            endpoint=endpoint,
+            base_url=ctx.server.base_url,
+            key=ctx.server.key,
+            seconds=ctx.seconds,
+            requests_per_process=_requests_per_process(ctx),
+            run_id=ctx.run_id,
+        )
+        ctx.say(f"  {ENDPOINT_LABELS[endpoint]} ...")
+        result = ctx.load.run(job)
+        stored = _stored_calls(ctx.server_database_url)
+        values: dict[str, Any] = {
+            "calls_per_second": round(result.calls_per_second, 1),
+            "requests_per_second": round(result.requests_per_second, 1),
+            "p50_ms": round(result.percentile_ms(50), 2),
+            "p95_ms": round(result.percentile_ms(95), 2),
+            "p99_ms": round(result.percentile_ms(99), 2),
+            "requests": result.requests,
+            "calls": result.calls,
+            "errors": result.errors,
+            "error_samples": result.error_samples,
+            "seconds": round(result.wall_seconds, 2),
+            "client_processes": result.processes,
+            "client_cpu_per_process": round(result.client_cpu_share, 3),
+        }
+        if stored is not None and stored_before is not None:
+            values["stored_calls"] = stored - stored_before
+        text = (
+            f"{result.calls_per_second:>9,.0f} calls/s {result.requests_per_second:>7,.1f} req/s"
+            f"   p50 {values['p50_ms']:.1f} ms  p95 {values['p95_ms']:.1f} ms"
+            f"  p99 {values['p99_ms']:.1f} ms   errors {result.errors}"
+            f"   ({result.calls:,} calls in {result.wall_seconds:.1f} s"
+            f"; client CPU {result.client_cpu_share:.0%} of a core per process)"
+        )
+        if "stored_calls" in values and values["stored_calls"] != result.calls:
+            text += f"   STORED {values['stored_calls']:,} != SENT {result.calls:,}"
+        figures.append(Figure("ingest", ctx.target, ENDPOINT_LABELS[endpoint], values, text))
+        for sample in result.error_samples:
+            ctx.say(f"    error: {sample}")
+    return figures
+
+
+def _requests_per_process(ctx: BenchContext) -> int | None:
+    if ctx.calls is None:
+        return None
+    requests = -(-ctx.calls // CALLS_PER_REQUEST)
+    processes = ctx.load.processes if ctx.load else 1
+    return max(1, -(-requests // processes))
+
+
+def _stored_calls(database_url: str | None) -> int | None:
+    """Rows actually in the database: the check that nothing acknowledged was lost."""
+    if database_url is None:
+        return None
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM tool_invocation")).scalar_one()
+    finally:
+        engine.dispose()

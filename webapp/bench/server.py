@@ -1,0 +1,207 @@
+"""What the benchmark runs against: scratch databases and a gunicorn server of our own.
+
+Everything is loopback-only and cleaned up afterwards: the SQLite file lives in a temporary
+directory, the PostgreSQL database is created for the run and dropped at its end, and gunicorn
+is stopped even when the run fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import ipaddress
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+
+STARTUP_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 10.0
+BENCH_PROJECT = "bench"
+# Runs the installed `toolscope` command with this interpreter, wherever the script landed.
+_TOOLSCOPE = [sys.executable, "-c", "from webapp.cli import main; main()"]
+
+
+@dataclass
+class Server:
+    """A running Toolscope API the load generator can post to."""
+
+    base_url: str
+    key: str
+    description: str
+    startup_seconds: float | None = None
+    pid: int | None = None
+
+
+class BenchSetupError(RuntimeError):
+    """The benchmark could not prepare its database or server."""
+
+
+def require_loopback(url: str) -> None:
+    """The benchmark floods its target: refuse anything but this machine."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise BenchSetupError(f"--url must point at a loopback address (127.0.0.1, ::1), not {host!r}")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def scratch_sqlite() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="toolscope-bench-") as directory:
+        yield f"sqlite:///{Path(directory) / 'bench.db'}"
+
+
+@contextlib.contextmanager
+def scratch_postgres(server_url: str) -> Iterator[str]:
+    """A database of its own on the PostgreSQL server of `server_url`, dropped afterwards
+    (needs the CREATEDB privilege); the database named in the URL is never written to."""
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    name = f"toolscope_bench_{secrets.token_hex(4)}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.SQLAlchemyError as exc:
+        admin.dispose()
+        raise BenchSetupError(f"cannot create a scratch database on {server_url}: {exc}") from exc
+    try:
+        yield (
+            sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def _toolscope(args: list[str], database_url: str) -> str:
+    env = {**os.environ, "TOOLSCOPE_DATABASE_URL": database_url}
+    done = subprocess.run(
+        [*_TOOLSCOPE, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise BenchSetupError(f"toolscope {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def prepare_database(database_url: str) -> str:
+    """Apply the migrations as a deployment does (`toolscope db upgrade`) and make a key."""
+    _toolscope(["db", "upgrade"], database_url)
+    key = _toolscope(
+        ["keys", "create", "--project", BENCH_PROJECT, "--name", "bench"], database_url
+    )
+    return key.strip().splitlines()[-1]
+
+
+def gunicorn_command(port: int, workers: int, worker_class: str, threads: int) -> list[str]:
+    command = [
+        sys.executable, "-m", "gunicorn",
+        "--workers", str(workers),
+        "--worker-class", worker_class,
+        "--bind", f"127.0.0.1:{port}",
+        "--log-level", "warning",
+    ]  # fmt: skip
+    if worker_class == "gthread":
+        command += ["--threads", str(threads)]
+    return [*command, "webapp:create_app()"]
+
+
+def describe(workers: int, worker_class: str, threads: int) -> str:
+    kind = f"gthread ({threads} threads each)" if worker_class == "gthread" else worker_class
+    return f"gunicorn, {workers} {kind} workers"
+
+
+@contextlib.contextmanager
+def gunicorn_server(
+    database_url: str, key: str, *, workers: int, worker_class: str, threads: int
+) -> Iterator[Server]:
+    """Start gunicorn on a free loopback port, wait until it answers, stop it afterwards."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "TOOLSCOPE_DATABASE_URL": database_url,
+        # Fixed per run so no secret file is written into the instance folder.
+        "TOOLSCOPE_SECRET_KEY": secrets.token_hex(16),
+    }
+    with tempfile.TemporaryFile(mode="w+") as log:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            gunicorn_command(port, workers, worker_class, threads),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_until_answering(process, port, log)
+            yield Server(
+                base_url=base_url,
+                key=key,
+                description=describe(workers, worker_class, threads),
+                startup_seconds=time.monotonic() - started,
+                pid=process.pid,
+            )
+        finally:
+            process.terminate()
+            try:
+                process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_until_answering(process: subprocess.Popen[bytes], port: int, log: object) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchSetupError(f"gunicorn exited at start:\n{_tail(log)}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            conn.request("GET", "/api/v1/messages/tools?messageIds=ready")
+            conn.getresponse().read()
+            return
+        except OSError:
+            time.sleep(0.05)  # not listening yet
+        finally:
+            conn.close()
+    raise BenchSetupError(f"gunicorn did not answer within {STARTUP_TIMEOUT_SECONDS} s")
+
+
+def _tail(log: object) -> str:
+    log.seek(0)  # type: ignore[attr-defined]
+    return log.read()[-2000:]  # type: ignore[attr-defined]
+
+
+def worker_memory_mb(master_pid: int) -> list[float]:
+    """Resident memory of each gunicorn worker (children of the master), from /proc."""
+    sizes = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("PPid", "").strip() == str(master_pid) and "VmRSS" in fields:
+            sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
+    return sorted(sizes)
