@@ -1,0 +1,59 @@
+"""Tool-call ids: generated for empty ids, renamed when duplicated or invalid for the provider.
+
+Ids are derived from stable data (conversation id, message external id, round, sequence), never
+from randomness or row ids, so replaying the same data twice — or after a re-import — gives the
+same ids. Generated ids look like ``call_`` + 24 hex digits, which every provider accepts.
+
+Anthropic requires ``^[a-zA-Z0-9_-]{1,64}$``; OpenAI rejects ids longer than 64 characters.
+An id that is used a second time in the same payload keeps its first use and is renamed on the
+later ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+ANTHROPIC_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+MAX_OPENAI_ID_LEN = 64
+
+
+def derive_id(*parts: object) -> str:
+    """A stable ``call_<24 hex>`` id from the given parts."""
+    key = "|".join(str(p) for p in parts)
+    return "call_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+def id_is_valid(call_id: str, fmt: str) -> bool:
+    """Whether the provider behind ``fmt`` accepts ``call_id`` as a tool-call id."""
+    if fmt == "anthropic":
+        return ANTHROPIC_ID_RE.fullmatch(call_id) is not None
+    return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
+
+
+class IdAllocator:
+    """Hands out payload-unique ids in payload order."""
+
+    __slots__ = ("_fmt", "_used")
+
+    def __init__(self, fmt: str) -> None:
+        self._fmt = fmt
+        self._used: set[str] = set()
+
+    def assign(self, original: str, *parts: object) -> tuple[str, str | None]:
+        """Return ``(id, change)`` where change is None, ``"generated"`` or ``"renamed"``.
+
+        ``parts`` identify the call stably (conversation, message, round, sequence).
+        """
+        if original and original not in self._used and id_is_valid(original, self._fmt):
+            self._used.add(original)
+            return original, None
+        change = "generated" if not original else "renamed"
+        salt = () if not original else (original,)
+        candidate = derive_id(*parts, *salt)
+        attempt = 0
+        while candidate in self._used:
+            attempt += 1
+            candidate = derive_id(*parts, *salt, attempt)
+        self._used.add(candidate)
+        return candidate, change

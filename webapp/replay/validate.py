@@ -1,0 +1,436 @@
+"""Per-format validators: what a provider would reject in a payload, in plain words.
+
+``validate(payload, fmt)`` never raises on malformed input; it returns a list of
+:class:`Problem` (empty when the payload is acceptable). Checks, for every format:
+
+* every tool call is answered by exactly one result with the same id, right after it
+  (openai-chat: ``tool`` messages directly after the assistant message, all ids answered
+  before any other message; openai-responses: a ``function_call_output`` for every
+  ``function_call`` before the next message item; anthropic: ``tool_result`` blocks for every
+  ``tool_use`` at the start of the very next user message);
+* results reference only calls that are waiting for an answer;
+* call ids are non-empty and unique across the payload (Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``;
+  OpenAI: at most 64 characters);
+* arguments have the provider's shape (a JSON string encoding an object for OpenAI, an object
+  for Anthropic);
+* Anthropic roles alternate and start with a user message; no empty text where providers
+  reject it; tool names and schemas are acceptable and unique.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .diagnostics import Problem
+from .ids import ANTHROPIC_ID_RE, MAX_OPENAI_ID_LEN
+
+TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+ANTHROPIC_TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+
+JSON = dict[str, Any]
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.ids: dict[str, str] = {}  # id -> path of the call that used it first
+
+    def add(self, code: str, path: str, message: str) -> None:
+        self.problems.append(Problem(code=code, message=f"{path}: {message}", path=path))
+
+    def call_id(self, call_id: object, path: str, fmt: str) -> str | None:
+        if not isinstance(call_id, str) or not call_id:
+            self.add("empty_id", path, "tool call has an empty or missing id")
+            return None
+        if fmt == "anthropic":
+            if ANTHROPIC_ID_RE.fullmatch(call_id) is None:
+                self.add(
+                    "bad_id",
+                    path,
+                    f"tool_use id '{call_id}' does not match ^[a-zA-Z0-9_-]{{1,64}}$",
+                )
+        elif len(call_id) > MAX_OPENAI_ID_LEN:
+            self.add("bad_id", path, f"tool call id '{call_id}' is longer than 64 characters")
+        first = self.ids.get(call_id)
+        if first is not None:
+            self.add("duplicate_id", path, f"tool call id '{call_id}' is already used at {first}")
+        else:
+            self.ids[call_id] = path
+        return call_id
+
+    def json_arguments(self, arguments: object, path: str) -> None:
+        if not isinstance(arguments, str):
+            self.add("bad_arguments", path, "arguments must be a JSON string")
+            return
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            self.add("bad_arguments", path, "arguments are not valid JSON")
+            return
+        if not isinstance(parsed, dict):
+            self.add("bad_arguments", path, "arguments must encode a JSON object")
+
+    def tool_names(self, names: list[tuple[object, str]], fmt: str) -> None:
+        pattern = ANTHROPIC_TOOL_NAME_RE if fmt == "anthropic" else TOOL_NAME_RE
+        seen: set[str] = set()
+        for name, path in names:
+            if not isinstance(name, str) or pattern.fullmatch(name) is None:
+                self.add("bad_tool_name", path, f"tool name {name!r} is not accepted")
+            elif name in seen:
+                self.add("duplicate_tool", path, f"tool '{name}' is defined more than once")
+            else:
+                seen.add(name)
+
+    def schema(self, schema: object, path: str, required: bool) -> None:
+        if schema is None and not required:
+            return
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            self.add(
+                "bad_tool_schema", path, 'the tool schema must be an object with "type": "object"'
+            )
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+# -- openai-chat ------------------------------------------------------------------------------
+
+
+def _openai_chat(payload: JSON, ck: _Checker) -> None:
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        ck.add("empty_payload", "messages", "there must be at least one message")
+        return
+    tools = payload.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
+        else:
+            names = []
+            for i, t in enumerate(tools):
+                path = f"tools[{i}]"
+                fn = t.get("function") if isinstance(t, dict) else None
+                if (
+                    not isinstance(t, dict)
+                    or t.get("type") != "function"
+                    or not isinstance(fn, dict)
+                ):
+                    ck.add(
+                        "bad_shape", path, 'a tool must be {"type": "function", "function": {...}}'
+                    )
+                    continue
+                names.append((fn.get("name"), f"{path}.function.name"))
+                ck.schema(fn.get("parameters"), f"{path}.function.parameters", required=False)
+            ck.tool_names(names, "openai-chat")
+
+    pending: dict[str, str] = {}  # id -> path of the call, in call order
+    answered: set[str] = set()
+
+    def flush(path: str) -> None:
+        for call_id, call_path in pending.items():
+            ck.add(
+                "unanswered_call",
+                call_path,
+                f"assistant tool call '{call_id}' is not followed by a tool message answering "
+                f"it (next: {path})",
+            )
+        pending.clear()
+
+    for i, m in enumerate(messages):
+        path = f"messages[{i}]"
+        if not isinstance(m, dict):
+            ck.add("bad_shape", path, "a message must be an object")
+            continue
+        role = m.get("role")
+        if role != "tool" and pending:
+            flush(path)
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(m.get("content"), str | list):
+                ck.add("bad_shape", path, "a tool message needs content")
+            if not isinstance(call_id, str) or not call_id:
+                ck.add("empty_id", path, "tool message has no tool_call_id")
+            elif call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                ck.add("duplicate_result", path, f"tool call '{call_id}' is answered twice")
+            else:
+                ck.add(
+                    "unknown_result",
+                    path,
+                    f"tool message answers '{call_id}', but the assistant message right before "
+                    "it did not call a tool with that id (or it was answered too late)",
+                )
+        elif role == "assistant":
+            calls = m.get("tool_calls")
+            content = m.get("content")
+            if calls is None or calls == []:
+                if "tool_calls" in m:
+                    ck.add("bad_shape", f"{path}.tool_calls", "tool_calls must not be empty")
+                if not isinstance(content, str | list) or content == "":
+                    ck.add(
+                        "empty_content",
+                        path,
+                        "assistant message has neither content nor tool calls",
+                    )
+                continue
+            if not isinstance(calls, list):
+                ck.add("bad_shape", f"{path}.tool_calls", "tool_calls must be a list")
+                continue
+            if content is not None and not isinstance(content, str | list):
+                ck.add("bad_shape", f"{path}.content", "content must be a string or null")
+            for j, call in enumerate(calls):
+                cpath = f"{path}.tool_calls[{j}]"
+                if not isinstance(call, dict) or call.get("type") != "function":
+                    ck.add("bad_shape", cpath, 'a tool call must have "type": "function"')
+                    continue
+                fn = call.get("function")
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                    ck.add("bad_shape", cpath, "a tool call needs a function with a name")
+                    continue
+                ck.json_arguments(fn.get("arguments"), f"{cpath}.function.arguments")
+                call_id = ck.call_id(call.get("id"), cpath, "openai-chat")
+                if call_id is not None and call_id not in pending:
+                    pending[call_id] = cpath
+        elif role in ("system", "developer", "user"):
+            if not isinstance(m.get("content"), str | list):
+                ck.add("bad_shape", path, f"a {role} message needs content")
+        else:
+            ck.add("bad_shape", path, f"unknown role {role!r}")
+    if pending:
+        flush("end of messages")
+
+
+# -- openai-responses -------------------------------------------------------------------------
+
+
+def _openai_responses(payload: JSON, ck: _Checker) -> None:
+    items = payload.get("input")
+    if not isinstance(items, list) or not items:
+        ck.add("empty_payload", "input", "there must be at least one input item")
+        return
+    if "instructions" in payload and not isinstance(payload["instructions"], str):
+        ck.add("bad_shape", "instructions", "instructions must be a string")
+    tools = payload.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not tools:
+            ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
+        else:
+            names = []
+            for i, t in enumerate(tools):
+                path = f"tools[{i}]"
+                if not isinstance(t, dict) or t.get("type") != "function":
+                    ck.add("bad_shape", path, 'a tool must have "type": "function"')
+                    continue
+                names.append((t.get("name"), f"{path}.name"))
+                ck.schema(t.get("parameters"), f"{path}.parameters", required=True)
+            ck.tool_names(names, "openai-responses")
+
+    pending: dict[str, str] = {}
+    answered: set[str] = set()
+
+    def flush(path: str) -> None:
+        for call_id, call_path in pending.items():
+            ck.add(
+                "unanswered_call",
+                call_path,
+                f"function_call '{call_id}' has no function_call_output before {path}",
+            )
+        pending.clear()
+
+    for i, item in enumerate(items):
+        path = f"input[{i}]"
+        if not isinstance(item, dict):
+            ck.add("bad_shape", path, "an input item must be an object")
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            if not isinstance(item.get("name"), str) or not item.get("name"):
+                ck.add("bad_shape", path, "a function_call needs a name")
+            ck.json_arguments(item.get("arguments"), f"{path}.arguments")
+            call_id = ck.call_id(item.get("call_id"), path, "openai-responses")
+            if call_id is not None and call_id not in pending:
+                pending[call_id] = path
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if not isinstance(item.get("output"), str | list):
+                ck.add("bad_shape", path, "a function_call_output needs an output")
+            if not isinstance(call_id, str) or not call_id:
+                ck.add("empty_id", path, "function_call_output has no call_id")
+            elif call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                ck.add("duplicate_result", path, f"function_call '{call_id}' is answered twice")
+            else:
+                ck.add(
+                    "unknown_result",
+                    path,
+                    f"function_call_output answers '{call_id}', but no function_call waiting "
+                    "for an answer has that call_id",
+                )
+        elif kind in (None, "message"):
+            if pending:
+                flush(path)
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                ck.add("bad_shape", path, f"unknown role {role!r}")
+            if not isinstance(item.get("content"), str | list):
+                ck.add("bad_shape", path, "a message needs content")
+        else:
+            ck.add("bad_shape", path, f"unsupported input item type {kind!r}")
+    if pending:
+        flush("the end of input")
+
+
+# -- anthropic --------------------------------------------------------------------------------
+
+
+def _anthropic(payload: JSON, ck: _Checker) -> None:
+    system = payload.get("system")
+    if system is not None and not (isinstance(system, str | list)):
+        ck.add("bad_shape", "system", "system must be a string or a list of text blocks")
+    tools = payload.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            ck.add("bad_shape", "tools", "tools must be a list")
+        else:
+            names = []
+            for i, t in enumerate(tools):
+                path = f"tools[{i}]"
+                if not isinstance(t, dict):
+                    ck.add("bad_shape", path, "a tool must be an object")
+                    continue
+                names.append((t.get("name"), f"{path}.name"))
+                ck.schema(t.get("input_schema"), f"{path}.input_schema", required=True)
+            ck.tool_names(names, "anthropic")
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        ck.add("empty_payload", "messages", "there must be at least one message")
+        return
+
+    pending: dict[str, str] = {}  # tool_use ids of the previous assistant message
+    answered: set[str] = set()
+    previous_role: object = None
+    for i, m in enumerate(messages):
+        path = f"messages[{i}]"
+        if not isinstance(m, dict):
+            ck.add("bad_shape", path, "a message must be an object")
+            continue
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            ck.add("bad_shape", path, f"role must be user or assistant, not {role!r}")
+        if i == 0 and role != "user":
+            ck.add("first_not_user", path, "the first message must be a user message")
+        if i > 0 and role == previous_role:
+            ck.add("role_order", path, f"two {role} messages in a row; roles must alternate")
+        previous_role = role
+        content = m.get("content")
+        blocks: list[Any]
+        if isinstance(content, str):
+            if not content.strip():
+                ck.add("empty_content", path, "message text is empty")
+            blocks = []
+        elif isinstance(content, list):
+            if not content:
+                ck.add("empty_content", path, "message content is an empty list")
+            blocks = content
+        else:
+            ck.add("bad_shape", path, "content must be a string or a list of blocks")
+            blocks = []
+
+        waiting = pending
+        pending = {}
+        seen_other = False
+        for j, block in enumerate(blocks):
+            bpath = f"{path}.content[{j}]"
+            if not isinstance(block, dict):
+                ck.add("bad_shape", bpath, "a content block must be an object")
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                seen_other = True
+                text = block.get("text")
+                if not isinstance(text, str) or not text.strip():
+                    ck.add("empty_content", bpath, "text content blocks must be non-empty")
+            elif btype == "tool_use":
+                seen_other = True
+                if role != "assistant":
+                    ck.add("bad_shape", bpath, "tool_use blocks belong in assistant messages")
+                if not isinstance(block.get("name"), str) or not block.get("name"):
+                    ck.add("bad_shape", bpath, "a tool_use block needs a name")
+                if not isinstance(block.get("input"), dict):
+                    ck.add("bad_arguments", f"{bpath}.input", "tool_use input must be an object")
+                call_id = ck.call_id(block.get("id"), bpath, "anthropic")
+                if call_id is not None and call_id not in pending:
+                    pending[call_id] = bpath
+            elif btype == "tool_result":
+                if role != "user":
+                    ck.add("bad_shape", bpath, "tool_result blocks belong in user messages")
+                if seen_other:
+                    ck.add(
+                        "result_not_first",
+                        bpath,
+                        "tool_result blocks must come before any other content in the message",
+                    )
+                tool_content = block.get("content")
+                if tool_content is not None and not isinstance(tool_content, str | list):
+                    ck.add("bad_shape", bpath, "tool_result content must be a string or blocks")
+                if "is_error" in block and not isinstance(block["is_error"], bool):
+                    ck.add("bad_shape", bpath, "is_error must be a boolean")
+                call_id = block.get("tool_use_id")
+                if not isinstance(call_id, str) or not call_id:
+                    ck.add("empty_id", bpath, "tool_result has no tool_use_id")
+                elif call_id in waiting:
+                    del waiting[call_id]
+                    answered.add(call_id)
+                elif call_id in answered:
+                    ck.add("duplicate_result", bpath, f"tool_use '{call_id}' is answered twice")
+                else:
+                    ck.add(
+                        "unknown_result",
+                        bpath,
+                        f"tool_result answers '{call_id}', which is not a tool_use in the "
+                        "previous assistant message",
+                    )
+            else:
+                seen_other = True
+                if not isinstance(btype, str):
+                    ck.add("bad_shape", bpath, "a content block needs a type")
+        for call_id, call_path in waiting.items():
+            ck.add(
+                "unanswered_call",
+                call_path,
+                f"tool_use '{call_id}' is not answered by a tool_result in the next message "
+                f"({path})",
+            )
+    for call_id, call_path in pending.items():
+        ck.add(
+            "unanswered_call",
+            call_path,
+            f"tool_use '{call_id}' is not answered: no user message with its tool_result follows",
+        )
+
+
+_VALIDATORS = {
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
+}
+
+
+def validate(payload: object, fmt: str) -> list[Problem]:
+    """Problems a provider would reject in ``payload`` (format ``fmt``); empty when fine."""
+    check = _VALIDATORS.get(fmt)
+    if check is None:
+        raise ValueError(f"unknown format {fmt!r}")
+    ck = _Checker()
+    if not isinstance(payload, dict):
+        ck.add("bad_shape", "$", "the payload must be a JSON object")
+        return ck.problems
+    check(payload, ck)
+    return ck.problems
