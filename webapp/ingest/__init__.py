@@ -1,0 +1,55 @@
+"""The write path: conversations, messages, tool calls and usage, in bulk, idempotent, atomic.
+
+Callers (the API views) open the request's transaction with `db.begin_write()`, call these
+functions and commit. Nothing here commits, so a failure anywhere leaves nothing behind.
+
+Speed: a request runs a constant number of statements whatever its size. Existing rows for all
+keys of a batch are loaded in one query, the differences are worked out in Python, and the
+writes are one multi-row INSERT and at most one executemany UPDATE per table.
+
+Idempotency (clients retry after 5xx and dropped connections):
+- a tool call is keyed by (message, round_index, sequence_index); the same call again is a
+  no-op, a later post may add the response, anything else that differs is a `Conflict` (409);
+- a message is keyed by (project, external id); the same again is a no-op, a placeholder made
+  by the MessageTool API is filled in and attached, an `in_progress` assistant message may be
+  updated; anything else that differs is a `Conflict`.
+
+Concurrency: every INSERT is `ON CONFLICT DO NOTHING ... RETURNING`. If a concurrent writer
+inserted one of our keys between our read and our insert, fewer rows come back and `RaceLost`
+is raised; the view rolls back and runs the request once more, when it sees that row. On
+PostgreSQL existing messages are read `FOR UPDATE`, so writers of one message queue up; the
+conversation row is always written last, so those locks are always taken in the same order.
+"""
+
+from .calls import CallDraft
+from .conversations import (
+    ensure_channel,
+    ensure_conversation,
+    replace_tool_definitions,
+    touch_conversations,
+    update_conversation,
+)
+from .errors import Conflict, Invalid, RaceLost
+from .messages import MessageDraft
+from .usage import UsageDraft
+from .values import clean_text
+from .writes import WriteContext, load_rules, store_message_tools, store_messages
+
+__all__ = [
+    "CallDraft",
+    "Conflict",
+    "Invalid",
+    "MessageDraft",
+    "RaceLost",
+    "UsageDraft",
+    "WriteContext",
+    "clean_text",
+    "ensure_channel",
+    "ensure_conversation",
+    "load_rules",
+    "replace_tool_definitions",
+    "store_message_tools",
+    "store_messages",
+    "touch_conversations",
+    "update_conversation",
+]

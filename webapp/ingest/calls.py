@@ -1,0 +1,383 @@
+"""Tool calls: redaction, measurement and token counts (pure), then bulk, idempotent storage.
+
+A call is keyed by (message, round_index, sequence_index). Storing a batch loads the stored rows
+for its keys in one query, compares in Python, and writes with one multi-row INSERT and at most
+one executemany UPDATE (for responses that arrive after their call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Text, bindparam, select, update
+
+from ..db import db
+from ..redaction import CompiledRules
+from .errors import Conflict, Invalid, RaceLost
+from .sql import TOOL, dialect_insert, json_from_text
+from .values import clean_json, clean_text, compact_json, count_tokens
+
+
+@dataclass(slots=True)
+class CallDraft:
+    """One tool call of a request, normalised from either API, before redaction."""
+
+    field: str  # where it sits in the request, for error messages: "tools.3"
+    round_index: int
+    sequence_index: int
+    external_id: str
+    function_name: str
+    arguments: dict[str, Any] | None
+    response: str | None = None  # None: no response (yet). "" is a response.
+    is_error: bool = False
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    response_created_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class PreparedCall:
+    """A redacted call with its computed columns, ready to compare and insert."""
+
+    field: str
+    row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
+    arguments_json: str | None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.row["round_index"], self.row["sequence_index"]
+
+
+def prepare_calls(
+    drafts: Sequence[CallDraft],
+    rules: CompiledRules,
+    *,
+    model: str | None,
+    now: datetime,
+    max_result_bytes: int,
+) -> list[PreparedCall]:
+    """Redact, measure and count one message's calls; skipped calls are left out.
+
+    Raises `Invalid` for a result over the size limit, arguments that are not JSON, or two
+    different calls with the same (round, sequence) in the request. Identical repeats are
+    merged: a client may resend a call within one batch.
+    """
+    prepared: dict[tuple[int, int], PreparedCall] = {}
+    for draft in drafts:
+        call = _prepare_call(draft, rules, model, now, max_result_bytes)
+        if call is None:
+            continue
+        earlier = prepared.get(call.key)
+        if earlier is None:
+            prepared[call.key] = call
+        elif _differences(earlier.row, call.row):
+            raise Invalid(
+                call.field,
+                f"round {call.key[0]}, sequence {call.key[1]} appears twice in this request "
+                f"with different content (first at {earlier.field})",
+                duplicate_of=earlier.field,
+            )
+    return list(prepared.values())
+
+
+def _prepare_call(
+    draft: CallDraft,
+    rules: CompiledRules,
+    model: str | None,
+    now: datetime,
+    max_result_bytes: int,
+) -> PreparedCall | None:
+    response = clean_text(draft.response)
+    arguments = draft.arguments
+    policy = rules.policy_for(draft.function_name)
+    redactions: list[str] | None = None
+    if not policy.is_noop:
+        redacted = policy.apply(arguments, response)
+        if redacted.skipped_by is not None:
+            return None
+        arguments, response = redacted.arguments, redacted.response
+        redactions = redacted.rule_names or None
+
+    arguments_json = None
+    arguments_tokens = None
+    method = None
+    if arguments is not None:
+        try:
+            arguments_json = compact_json(arguments)
+        except ValueError:
+            raise Invalid(
+                f"{draft.field}.arguments", "NaN and Infinity are not valid JSON values"
+            ) from None
+        if "\\u0000" in arguments_json:
+            arguments = clean_json(arguments)
+            arguments_json = compact_json(arguments)
+        count = count_tokens(arguments_json, model)
+        arguments_tokens, method = count.tokens, count.method
+
+    response_tokens = response_bytes = None
+    if response is not None:
+        response_bytes = len(response.encode("utf-8", "surrogatepass"))
+        if response_bytes > max_result_bytes:
+            raise Invalid(
+                f"{draft.field}.response.content",
+                f"result is {response_bytes} bytes, over the limit of {max_result_bytes}",
+                limit=max_result_bytes,
+            )
+        count = count_tokens(response, model)
+        response_tokens, method = count.tokens, method or count.method
+
+    created_at = draft.created_at or now
+    row = {
+        "round_index": draft.round_index,
+        "sequence_index": draft.sequence_index,
+        "external_tool_call_id": draft.external_id,
+        "function_name": draft.function_name,
+        "arguments": arguments,
+        "created_at": created_at,
+        "started_at": draft.started_at,
+        "ended_at": draft.ended_at,
+        "response": response,
+        "response_created_at": (
+            (draft.response_created_at or draft.ended_at or now) if response is not None else None
+        ),
+        "is_error": bool(draft.is_error) if response is not None else False,
+        "redactions": redactions,
+        "arguments_tokens": arguments_tokens,
+        "response_tokens": response_tokens,
+        "token_method": method,
+        "response_bytes": response_bytes,
+    }
+    return PreparedCall(draft.field, row, arguments_json)
+
+
+def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Which fields of a resubmitted call conflict with the stored one.
+
+    A missing response on either side is not a difference: the response may come later, and a
+    late retry of the post that had none must not fail.
+    """
+    diffs = []
+    if stored["function_name"] != new["function_name"]:
+        diffs.append("function_name")
+    if stored["external_tool_call_id"] != new["external_tool_call_id"]:
+        diffs.append("external_tool_call_id")
+    if stored["arguments"] != new["arguments"]:
+        diffs.append("arguments")
+    if stored["response"] is not None and new["response"] is not None:
+        if stored["response"] != new["response"]:
+            diffs.append("response")
+        elif bool(stored["is_error"]) != bool(new["is_error"]):
+            diffs.append("is_error")
+    return diffs
+
+
+# --- Tool calls: storage --------------------------------------------------------------------
+
+_TOOL_COLUMNS = (
+    TOOL.c.id,
+    TOOL.c.message_id,
+    TOOL.c.round_index,
+    TOOL.c.sequence_index,
+    TOOL.c.external_tool_call_id,
+    TOOL.c.function_name,
+    TOOL.c.arguments,
+    TOOL.c.created_at,
+    TOOL.c.started_at,
+    TOOL.c.ended_at,
+    TOOL.c.response,
+    TOOL.c.response_created_at,
+    TOOL.c.is_error,
+    TOOL.c.redactions,
+    TOOL.c.arguments_tokens,
+    TOOL.c.response_tokens,
+    TOOL.c.token_method,
+    TOOL.c.response_bytes,
+)
+
+_INSERT_KEYS = (
+    "project_id",
+    "message_id",
+    "round_index",
+    "sequence_index",
+    "external_tool_call_id",
+    "function_name",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "response",
+    "response_created_at",
+    "is_error",
+    "arguments_tokens",
+    "response_tokens",
+    "token_method",
+    "response_bytes",
+)
+
+
+@dataclass
+class CallBatch:
+    """The prepared calls of one stored message, and how errors should name that message."""
+
+    message_id: int
+    message_label: str
+    calls: list[PreparedCall]
+
+
+def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list[dict[str, Any]]]:
+    """Insert new calls, add responses to stored ones; return every batch call's stored row.
+
+    Constant number of statements: one SELECT, one INSERT, at most one UPDATE.
+    """
+    wanted = [(b.message_id, c) for b in batches for c in b.calls]
+    if not wanted:
+        return {b.message_id: [] for b in batches}
+    existing = _load_calls(
+        {b.message_id for b in batches}, {c.row["round_index"] for _, c in wanted}
+    )
+    labels = {b.message_id: b.message_label for b in batches}
+
+    inserts: list[tuple[int, PreparedCall]] = []
+    updates: list[dict[str, Any]] = []
+    result: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for message_id, call in wanted:
+        key = (message_id, *call.key)
+        stored = existing.get(key)
+        if stored is None:
+            inserts.append((message_id, call))
+            continue
+        diffs = _differences(stored, call.row)
+        if diffs:
+            raise _call_conflict(call, labels[message_id], diffs)
+        if stored["response"] is None and call.row["response"] is not None:
+            stored = _with_response(stored, call.row)
+            updates.append(stored)
+        result[key] = stored
+
+    for message_id, row in _insert_calls(project_id, inserts):
+        result[(message_id, row["round_index"], row["sequence_index"])] = row
+    _update_responses(updates)
+
+    out: dict[int, list[dict[str, Any]]] = {b.message_id: [] for b in batches}
+    for message_id, call in wanted:
+        out[message_id].append(result[(message_id, *call.key)])
+    return out
+
+
+def _load_calls(
+    message_ids: Iterable[int], rounds: Iterable[int]
+) -> dict[tuple[int, int, int], dict[str, Any]]:
+    # Filtering by round as well keeps this cheap for a long run posted round by round.
+    rows = db.session.execute(
+        select(*_TOOL_COLUMNS).where(
+            TOOL.c.message_id.in_(sorted(message_ids)), TOOL.c.round_index.in_(sorted(rounds))
+        )
+    ).mappings()
+    return {(r["message_id"], r["round_index"], r["sequence_index"]): dict(r) for r in rows}
+
+
+def _call_conflict(call: PreparedCall, message_label: str, diffs: list[str]) -> Conflict:
+    round_index, sequence_index = call.key
+    return Conflict(
+        f"{call.field}: a different call is already stored for message {message_label!r}, "
+        f"round {round_index}, sequence {sequence_index} ({', '.join(diffs)} differ)",
+        [
+            {
+                "field": call.field,
+                "message_id": message_label,
+                "round_index": round_index,
+                "sequence_index": sequence_index,
+                "conflicting": diffs,
+            }
+        ],
+    )
+
+
+def _with_response(stored: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(stored)
+    for name in ("response", "response_created_at", "is_error", "response_tokens"):
+        merged[name] = new[name]
+    merged["response_bytes"] = new["response_bytes"]
+    merged["started_at"] = stored["started_at"] or new["started_at"]
+    merged["ended_at"] = stored["ended_at"] or new["ended_at"]
+    merged["token_method"] = stored["token_method"] or new["token_method"]
+    names = list(stored["redactions"] or [])
+    names += [n for n in new["redactions"] or [] if n not in names]
+    merged["redactions"] = names or None
+    return merged
+
+
+def _insert_calls(
+    project_id: int, inserts: list[tuple[int, PreparedCall]]
+) -> list[tuple[int, dict[str, Any]]]:
+    if not inserts:
+        return []
+    # A stable order makes concurrent PostgreSQL writers take key locks in the same order.
+    inserts.sort(key=lambda item: (item[0], *item[1].key))
+    params = []
+    for message_id, call in inserts:
+        row = call.row
+        param = {k: row[k] for k in _INSERT_KEYS if k in row}
+        param["project_id"] = project_id
+        param["message_id"] = message_id
+        param["arguments_json"] = call.arguments_json
+        param["redactions_json"] = compact_json(row["redactions"]) if row["redactions"] else None
+        params.append(param)
+    stmt = (
+        dialect_insert(TOOL)
+        .values(
+            arguments=json_from_text(bindparam("arguments_json", type_=Text)),
+            redactions=json_from_text(bindparam("redactions_json", type_=Text)),
+        )
+        .on_conflict_do_nothing()
+        .returning(TOOL.c.id, TOOL.c.message_id, TOOL.c.round_index, TOOL.c.sequence_index)
+    )
+    returned = db.session.execute(stmt, params).all()
+    if len(returned) != len(params):
+        raise RaceLost()
+    ids = {(r.message_id, r.round_index, r.sequence_index): r.id for r in returned}
+    out = []
+    for message_id, call in inserts:
+        row = dict(call.row, message_id=message_id)
+        row["id"] = ids[(message_id, *call.key)]
+        out.append((message_id, row))
+    return out
+
+
+def _update_responses(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    stmt = (
+        update(TOOL)
+        .where(TOOL.c.id == bindparam("b_id"))
+        .values(
+            response=bindparam("b_response"),
+            response_created_at=bindparam("b_response_created_at"),
+            is_error=bindparam("b_is_error"),
+            response_tokens=bindparam("b_response_tokens"),
+            response_bytes=bindparam("b_response_bytes"),
+            started_at=bindparam("b_started_at"),
+            ended_at=bindparam("b_ended_at"),
+            token_method=bindparam("b_token_method"),
+            redactions=json_from_text(bindparam("b_redactions", type_=Text)),
+        )
+    )
+    params = [
+        {
+            "b_id": r["id"],
+            "b_response": r["response"],
+            "b_response_created_at": r["response_created_at"],
+            "b_is_error": r["is_error"],
+            "b_response_tokens": r["response_tokens"],
+            "b_response_bytes": r["response_bytes"],
+            "b_started_at": r["started_at"],
+            "b_ended_at": r["ended_at"],
+            "b_token_method": r["token_method"],
+            "b_redactions": compact_json(r["redactions"]) if r["redactions"] else None,
+        }
+        for r in rows
+    ]
+    db.session.execute(stmt, params, execution_options={"synchronize_session": False})

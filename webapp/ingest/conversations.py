@@ -1,0 +1,107 @@
+"""Conversations and channels: found or created by external id, updated, touched.
+
+The conversation row is the last thing a write touches (its `updated_at` is last activity), so
+on PostgreSQL concurrent writers always lock messages before conversations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from ..db import db
+from .errors import RaceLost
+from .sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
+
+
+def find_conversation(project_id: int, external_id: str) -> Any:
+    return db.session.execute(
+        select(CONVERSATION.c.id, CONVERSATION.c.external_id).where(
+            CONVERSATION.c.project_id == project_id, CONVERSATION.c.external_id == external_id
+        )
+    ).first()
+
+
+def ensure_conversation(
+    project_id: int, external_id: str, now: datetime, created_at: datetime | None = None
+) -> tuple[int, bool]:
+    """The conversation's row id, created if unknown; (id, created)."""
+    found = find_conversation(project_id, external_id)
+    if found is not None:
+        return found.id, False
+    stmt = (
+        dialect_insert(CONVERSATION)
+        .values(
+            project_id=project_id,
+            external_id=external_id,
+            title="",
+            metadata={},
+            created_at=created_at or now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing()
+        .returning(CONVERSATION.c.id)
+    )
+    new_id = db.session.execute(stmt).scalar()
+    if new_id is None:
+        raise RaceLost()
+    return new_id, True
+
+
+def ensure_channel(project_id: int, name: str, now: datetime) -> int:
+    found = db.session.execute(
+        select(CHANNEL.c.id).where(CHANNEL.c.project_id == project_id, CHANNEL.c.name == name)
+    ).scalar()
+    if found is not None:
+        return found
+    stmt = (
+        dialect_insert(CHANNEL)
+        .values(project_id=project_id, name=name, created_at=now)
+        .on_conflict_do_nothing()
+        .returning(CHANNEL.c.id)
+    )
+    new_id = db.session.execute(stmt).scalar()
+    if new_id is None:
+        raise RaceLost()
+    return new_id
+
+
+def update_conversation(conversation_id: int, values: dict[str, Any], now: datetime) -> None:
+    """Set fields and bump `updated_at` (last activity) in one UPDATE."""
+    db.session.execute(
+        update(CONVERSATION)
+        .where(CONVERSATION.c.id == conversation_id)
+        .values(**values, updated_at=now)
+    )
+
+
+def touch_conversations(conversation_ids: Iterable[int], now: datetime) -> None:
+    """Last activity is now: one UPDATE, the last statement of a write."""
+    ids = sorted(set(conversation_ids))
+    if ids:
+        db.session.execute(
+            update(CONVERSATION).where(CONVERSATION.c.id.in_(ids)).values(updated_at=now)
+        )
+
+
+def replace_tool_definitions(conversation_id: int, tools: Sequence[Mapping[str, Any]]) -> None:
+    """The conversation's tools become exactly `tools` (two statements)."""
+    db.session.execute(
+        delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id == conversation_id)
+    )
+    if tools:
+        db.session.execute(
+            TOOL_DEFINITION.insert(),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "name": t["name"],
+                    "description": t.get("description"),
+                    "parameters": t.get("parameters"),
+                }
+                for t in tools
+            ],
+        )

@@ -1,0 +1,26 @@
+"""The write path's errors: 409 and 422 answers, and the signal to run a request again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ApiError
+
+
+class Conflict(ApiError):
+    """A resubmission that differs from what is stored (409)."""
+
+    def __init__(self, message: str, details: Any = None):
+        super().__init__(409, message, details)
+
+
+class Invalid(ApiError):
+    """Input that cannot be stored as given (422)."""
+
+    def __init__(self, field_path: str, message: str, **extra: Any):
+        details = [{"field": field_path, "message": message, **extra}]
+        super().__init__(422, f"{field_path}: {message}", details)
+
+
+class RaceLost(Exception):
+    """A concurrent writer inserted one of our keys first; the request should run again."""

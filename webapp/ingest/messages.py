@@ -1,0 +1,255 @@
+"""Messages: keyed by (project, external id), stored in bulk, idempotently.
+
+Re-posting a stored message is a no-op; a placeholder made by the MessageTool API is filled in
+and attached to its conversation; an `in_progress` assistant message may still change. Anything
+else that differs is a `Conflict`. Existing rows are read `FOR UPDATE` (PostgreSQL), so writers
+of one message queue up instead of racing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+
+from ..db import db
+from .calls import CallDraft
+from .errors import Conflict, Invalid, RaceLost
+from .sql import MESSAGE, dialect_insert
+from .usage import UsageDraft
+from .values import count_tokens
+
+
+@dataclass
+class MessageDraft:
+    """A message of a request. `None` fields were not given and are not compared."""
+
+    field: str
+    external_id: str
+    role: str
+    content: str | None = None
+    created_at: datetime | None = None
+    status: str | None = None
+    model: str | None = None
+    calls: list[CallDraft] = field(default_factory=list)
+    usage: list[UsageDraft] = field(default_factory=list)
+    # Run status of a new assistant message when none is given (per-round posts: in_progress).
+    default_status: str = "completed"
+
+
+_MESSAGE_COLUMNS = (
+    MESSAGE.c.id,
+    MESSAGE.c.external_id,
+    MESSAGE.c.conversation_id,
+    MESSAGE.c.role,
+    MESSAGE.c.content,
+    MESSAGE.c.created_at,
+    MESSAGE.c.status,
+    MESSAGE.c.model,
+    MESSAGE.c.content_tokens,
+)
+
+
+def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    rows = db.session.execute(
+        select(*_MESSAGE_COLUMNS)
+        .where(MESSAGE.c.project_id == project_id, MESSAGE.c.external_id.in_(sorted(external_ids)))
+        .order_by(MESSAGE.c.external_id)
+        .with_for_update()
+    ).mappings()
+    return {r["external_id"]: dict(r) for r in rows}
+
+
+def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[str, Any]:
+    """The message a MessageTool post attaches to; a placeholder is made for an unknown id."""
+    found = _lock_messages(project_id, [external_id]).get(external_id)
+    if found is None:
+        stmt = (
+            dialect_insert(MESSAGE)
+            .values(
+                project_id=project_id, external_id=external_id, role="assistant", created_at=now
+            )
+            .on_conflict_do_nothing()
+            .returning(*_MESSAGE_COLUMNS)
+        )
+        row = db.session.execute(stmt).mappings().first()
+        if row is None:
+            raise RaceLost()
+        found = dict(row)
+    if found["role"] != "assistant":
+        raise Conflict(
+            f"message {external_id!r} is a {found['role']} message; only assistant messages "
+            "have tool calls",
+            [{"field": "messageId", "message_id": external_id, "role": found["role"]}],
+        )
+    return found
+
+
+def upsert_messages(
+    project_id: int,
+    conversation_id: int,
+    conversation_label: str,
+    drafts: Sequence[MessageDraft],
+    now: datetime,
+) -> dict[str, dict[str, Any]]:
+    """Store messages (new, placeholder filled, in-progress updated, or identical); by external id.
+
+    Drafts are expected to have distinct external ids (see `check_distinct_ids`).
+    """
+    stored = _lock_messages(project_id, [d.external_id for d in drafts])
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    for draft in drafts:
+        row = stored.get(draft.external_id)
+        if row is None:
+            inserts.append(_new_message_row(project_id, conversation_id, draft, now))
+            continue
+        changed = _merge_message(row, draft, conversation_id, conversation_label)
+        if changed:
+            updates.append(row)
+    if inserts:
+        stmt = (
+            dialect_insert(MESSAGE)
+            .on_conflict_do_nothing()
+            .returning(MESSAGE.c.id, MESSAGE.c.external_id)
+        )
+        returned = db.session.execute(stmt, inserts).all()
+        if len(returned) != len(inserts):
+            raise RaceLost()
+        ids = {r.external_id: r.id for r in returned}
+        for row in inserts:
+            row["id"] = ids[row["external_id"]]
+            stored[row["external_id"]] = row
+    if updates:
+        db.session.execute(
+            update(MESSAGE)
+            .where(MESSAGE.c.id == bindparam("b_id"))
+            .values(
+                conversation_id=bindparam("b_conversation_id"),
+                role=bindparam("b_role"),
+                content=bindparam("b_content"),
+                created_at=bindparam("b_created_at"),
+                status=bindparam("b_status"),
+                model=bindparam("b_model"),
+                content_tokens=bindparam("b_content_tokens"),
+            ),
+            [
+                {
+                    f"b_{k}": r[k]
+                    for k in (
+                        "id",
+                        "conversation_id",
+                        "role",
+                        "content",
+                        "created_at",
+                        "status",
+                        "model",
+                        "content_tokens",
+                    )
+                }
+                for r in updates
+            ],
+            execution_options={"synchronize_session": False},
+        )
+    return stored
+
+
+def check_distinct_ids(drafts: Sequence[MessageDraft]) -> None:
+    seen: dict[str, str] = {}
+    for draft in drafts:
+        if draft.external_id in seen:
+            raise Invalid(
+                f"{draft.field}.id",
+                f"message id {draft.external_id!r} appears twice in this request",
+                duplicate_of=seen[draft.external_id],
+            )
+        seen[draft.external_id] = draft.field
+
+
+def _content_tokens(content: str | None, model: str | None) -> int | None:
+    return count_tokens(content, model).tokens if content else None
+
+
+def _default_status(draft: MessageDraft) -> str | None:
+    if draft.role != "assistant":
+        return None
+    return draft.status or draft.default_status
+
+
+def _new_message_row(
+    project_id: int, conversation_id: int, draft: MessageDraft, now: datetime
+) -> dict[str, Any]:
+    return {
+        "project_id": project_id,
+        "external_id": draft.external_id,
+        "conversation_id": conversation_id,
+        "role": draft.role,
+        "content": draft.content,
+        "created_at": draft.created_at or now,
+        "status": _default_status(draft),
+        "model": draft.model,
+        "content_tokens": _content_tokens(draft.content, draft.model),
+    }
+
+
+def _merge_message(
+    row: dict[str, Any], draft: MessageDraft, conversation_id: int, conversation_label: str
+) -> bool:
+    """Apply `draft` to the stored `row` in place; True when the row changed."""
+    if row["conversation_id"] is None:  # a placeholder from the MessageTool API
+        if draft.role != "assistant":
+            raise Conflict(
+                f"{draft.field}: message {draft.external_id!r} already has tool calls, so it "
+                "must be an assistant message",
+                [{"field": f"{draft.field}.role", "message_id": draft.external_id}],
+            )
+        row.update(
+            conversation_id=conversation_id,
+            content=draft.content,
+            created_at=draft.created_at or row["created_at"],
+            status=_default_status(draft),
+            model=draft.model,
+            content_tokens=_content_tokens(draft.content, draft.model),
+        )
+        return True
+    if row["conversation_id"] != conversation_id:
+        raise Conflict(
+            f"{draft.field}: message {draft.external_id!r} belongs to another conversation",
+            [{"field": f"{draft.field}.id", "message_id": draft.external_id}],
+        )
+    if row["role"] != draft.role:
+        raise _message_conflict(draft, ["role"], conversation_label)
+    if row["role"] == "assistant" and row["status"] == "in_progress":
+        return _update_in_progress(row, draft)
+    diffs = [
+        name
+        for name in ("content", "status", "model")
+        if getattr(draft, name) is not None and getattr(draft, name) != row[name]
+    ]
+    if diffs:
+        raise _message_conflict(draft, diffs, conversation_label)
+    return False
+
+
+def _update_in_progress(row: dict[str, Any], draft: MessageDraft) -> bool:
+    changed = False
+    for name in ("content", "status", "model"):
+        value = getattr(draft, name)
+        if value is not None and value != row[name]:
+            row[name] = value
+            changed = True
+    if changed:
+        row["content_tokens"] = _content_tokens(row["content"], row["model"])
+    return changed
+
+
+def _message_conflict(draft: MessageDraft, diffs: list[str], conversation_label: str) -> Conflict:
+    return Conflict(
+        f"{draft.field}: message {draft.external_id!r} is already stored in conversation "
+        f"{conversation_label!r} with a different {', '.join(diffs)} (only an in_progress "
+        "assistant message may change)",
+        [{"field": draft.field, "message_id": draft.external_id, "conflicting": diffs}],
+    )
