@@ -1,0 +1,166 @@
+"""How every API view receives its input, authenticates and runs its transaction.
+
+`@endpoint()` reads the view's annotations (`body`, `query`, `path`: pydantic models), the same
+annotations flask-openapi3 reads to write the OpenAPI document, and:
+
+1. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
+   core): malformed JSON or a wrong content type is a 400, an invalid document a 422 naming the
+   field; a body over MAX_BODY_BYTES is werkzeug's 413, answered as JSON by `webapp.errors`;
+2. authenticates the Bearer key (401 wins over 400/422, so a stranger learns nothing);
+3. for writes, opens the transaction with `begin_write()` (SQLite's write lock up front), runs
+   the view and commits. A lost insert race (`RaceLost`, or a unique violation, deadlock or
+   serialization failure on PostgreSQL) is rolled back and run once more; SQLite still locked
+   after its busy timeout is a 503, which clients retry.
+
+flask-openapi3 is told not to validate (`__delay_validate_request__`): its body parsing answers
+malformed JSON with a 422 and cannot tell a wrong content type apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, get_type_hints
+
+from flask import current_app, request
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from ..auth import authenticate_api_key
+from ..db import begin_write, db
+from ..errors import ApiError, validation_details
+from ..ingest import RaceLost
+
+# PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then.
+_RETRY_SQLSTATES = {"40001", "40P01", "23505"}
+
+
+def _is_json_mimetype(mimetype: str) -> bool:
+    return mimetype == "application/json" or (
+        mimetype.startswith("application/") and mimetype.endswith("+json")
+    )
+
+
+def parse_body(model: type[BaseModel]) -> BaseModel:
+    """The request body as `model`, or an ApiError (400 malformed / 422 invalid)."""
+    if not _is_json_mimetype(request.mimetype):
+        raise ApiError(
+            400,
+            f"expected a JSON body with 'Content-Type: application/json', "
+            f"got {request.mimetype or 'no content type'!r}",
+        )
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        raise ApiError(400, "the request body is empty; expected a JSON object")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        if errors and errors[0]["type"] == "json_invalid":
+            reason = errors[0].get("ctx", {}).get("error", "invalid JSON")
+            raise ApiError(400, f"malformed JSON: {reason}") from None
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: ValidationError, prefix: str = "") -> ApiError:
+    details = validation_details(exc)
+    if prefix:
+        for item in details:
+            item["field"] = f"{prefix}.{item['field']}" if item["field"] else prefix
+    first = details[0]
+    where = f"{first['field']}: " if first["field"] else ""
+    return ApiError(422, f"{where}{first['message']}", details)
+
+
+def _parse_model(model: type[BaseModel], data: dict[str, Any], prefix: str) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(exc, prefix) from None
+
+
+def _parse_inputs(
+    models: dict[str, type[BaseModel]], path_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    inputs: dict[str, Any] = {}
+    if "path" in models:
+        inputs["path"] = _parse_model(models["path"], path_kwargs, "path")
+    if "query" in models:
+        inputs["query"] = _parse_model(models["query"], request.args.to_dict(), "query")
+    if "body" in models:
+        inputs["body"] = parse_body(models["body"])
+    return inputs
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, RaceLost):
+        return True
+    if isinstance(exc, DBAPIError):
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        if sqlstate in _RETRY_SQLSTATES:
+            return True
+        # SQLite: a unique violation can only be a race (BEGIN IMMEDIATE makes it very rare).
+        return isinstance(exc, IntegrityError) and "UNIQUE" in str(exc.orig)
+    return False
+
+
+def _sqlite_busy(exc: Exception) -> bool:
+    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
+
+
+def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an API view (below the blueprint's route decorator)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        hints = get_type_hints(func)
+        models = {
+            name: hints[name]
+            for name in ("path", "query", "body")
+            if name in hints and isinstance(hints[name], type)
+        }
+
+        @wraps(func)
+        def view(**path_kwargs: Any) -> Any:
+            try:
+                inputs = _parse_inputs(models, path_kwargs)
+                problem = None
+            except ApiError as exc:
+                inputs, problem = {}, exc
+            if not write:
+                authenticate_api_key()
+                if problem is not None:
+                    raise problem
+                return func(**inputs)
+            for attempt in (1, 2):
+                try:
+                    begin_write()
+                    authenticate_api_key()
+                    if problem is not None:
+                        raise problem
+                    response = func(**inputs)
+                    db.session.commit()
+                    return response
+                except (RaceLost, DBAPIError) as exc:
+                    db.session.rollback()
+                    if _sqlite_busy(exc):
+                        raise _busy() from exc
+                    if not _retryable(exc):
+                        raise
+                    if attempt == 2:
+                        current_app.logger.warning("write race lost twice: %s", exc)
+                        raise _busy() from exc
+                except BaseException:
+                    db.session.rollback()
+                    raise
+            raise AssertionError("unreachable")
+
+        view.__delay_validate_request__ = True  # type: ignore[attr-defined]
+        return view
+
+    return decorate
+
+
+def _busy() -> ApiError:
+    return ApiError(
+        503, "the database is busy with concurrent writes; retry the request", code="busy"
+    )

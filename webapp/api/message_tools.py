@@ -1,0 +1,75 @@
+"""The MessageTool-compatible endpoints (seed 003), so the real `unique_sdk` can point here.
+
+A call removed by a `skip` redaction rule is not stored, so the answer to a POST leaves it
+out: the answer lists exactly what a later GET will return.
+"""
+
+from __future__ import annotations
+
+from flask import current_app, g, jsonify, request
+from flask_openapi3 import APIBlueprint, Tag
+
+from ..db import utcnow
+from ..ingest import Invalid, WriteContext, load_rules, store_message_tools
+from . import drafts, reads, serializers
+from .endpoint import endpoint
+from .schemas import ErrorOut, MessageToolList, MessageToolsCreate, MessageToolsQuery
+
+TAG = Tag(name="MessageTool", description="Compatible with the MessageTool API of unique_sdk.")
+ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
+
+
+def write_context() -> WriteContext:
+    """The request's project, clock, redaction rules and limits (one query for the rules)."""
+    project = g.project
+    return WriteContext(
+        project_id=project.id,
+        now=utcnow(),
+        rules=load_rules(project.id),
+        max_result_bytes=current_app.config["MAX_RESULT_BYTES"],
+        price_overrides=project.price_overrides,
+    )
+
+
+def register_routes(bp: APIBlueprint) -> None:
+    @bp.post(
+        "/messages/tools",
+        tags=[TAG],
+        summary="Store a batch of tool calls (and responses) of one message",
+        responses={201: MessageToolList, **ERRORS},
+    )
+    @endpoint(write=True)
+    def message_tools_create(body: MessageToolsCreate):
+        """Idempotent: a retried batch is stored once; a later post may add responses. An
+        unknown messageId makes a placeholder message, attached when its conversation's
+        messages arrive. At most MAX_TOOLS_PER_REQUEST tools."""
+        drafts.check_count("tools", len(body.tools), "MAX_TOOLS_PER_REQUEST", "tools")
+        rows = store_message_tools(write_context(), body.messageId, drafts.sdk_calls(body.tools))
+        data = [serializers.message_tool(r, body.messageId) for r in rows]
+        return jsonify(serializers.listing(data)), 201
+
+    @bp.get(
+        "/messages/tools",
+        tags=[TAG],
+        summary="Tool calls of several messages",
+        responses={200: MessageToolList, 401: ErrorOut, 422: ErrorOut},
+    )
+    @endpoint()
+    def message_tools_list(query: MessageToolsQuery):
+        """`messageIds` is comma-separated (URL-encoded commas are fine, the parameter may also
+        be repeated). Unknown ids, and ids of other projects, simply return nothing."""
+        ids = _message_ids(request.args.getlist("messageIds"))
+        return jsonify(serializers.listing(reads.message_tools(g.project.id, ids)))
+
+
+def _message_ids(values: list[str]) -> list[str]:
+    ids = list(dict.fromkeys(part.strip() for v in values for part in v.split(",")))
+    ids = [i for i in ids if i]
+    limit = current_app.config["MAX_IDS_PER_REQUEST"]
+    if len(ids) > limit:
+        raise Invalid(
+            "query.messageIds",
+            f"{len(ids)} message ids in one request; the limit is {limit}",
+            limit=limit,
+        )
+    return ids

@@ -1,0 +1,464 @@
+"""Request and response models of the JSON API (pydantic v2).
+
+The same classes validate requests (see `webapp.api.endpoint`) and describe them in the OpenAPI
+document at `/api/openapi.json`. Response models document the answers; the views build the
+answers as plain dicts for speed, and a test checks real answers against these models.
+
+Limits that depend on settings (tools per request, ids per request, result bytes) are checked
+by the views, because the settings are read at run time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from ..models import ROLES, RUN_STATUSES
+
+# Integer columns are 32-bit on PostgreSQL; larger values must be a 422, not a database error.
+MAX_INT = 2**31 - 1
+
+Role = Literal["system", "user", "assistant"]
+RunStatus = Literal["completed", "failed", "cancelled", "in_progress"]
+RuleKind = Literal["mask", "redact_paths", "skip"]
+ImportFormat = Literal["openai-chat", "openai-responses", "anthropic"]
+assert set(Role.__args__) == set(ROLES) and set(RunStatus.__args__) == set(RUN_STATUSES)
+
+
+def _as_utc(value: datetime) -> datetime:
+    """Naive timestamps are taken as UTC; aware ones are converted to UTC."""
+    try:
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("timestamp is out of range") from exc
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL cannot store NUL in text; refusing it in names and ids keeps both databases alike.
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+def _json_storable(value: Any) -> Any:
+    """A JSON value both databases can store: no NaN/Infinity, no NUL characters."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("must not contain NaN or Infinity (not valid JSON)") from exc
+    if "\\u0000" in text:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+# An external id or name as stored in a String(255) column.
+Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
+NonEmptyIdent = Annotated[
+    str, StringConstraints(min_length=1, max_length=255), AfterValidator(_no_nul)
+]
+ShortName = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
+Index = Annotated[int, Field(ge=0, le=MAX_INT)]
+TokenNumber = Annotated[int, Field(ge=0, le=MAX_INT)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_storable)]
+
+
+class _In(BaseModel):
+    """Native request bodies refuse unknown fields: a typo must not silently drop data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _SdkIn(BaseModel):
+    """MessageTool bodies ignore unknown fields, so newer SDK versions keep working."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- MessageTool-compatible (camelCase, seed 003) ----------------------------------------------
+
+
+class ToolResponseIn(_SdkIn):
+    content: str | None = None
+
+
+class ToolItem(_SdkIn):
+    externalToolCallId: Ident
+    functionName: NonEmptyIdent
+    arguments: dict[str, Any] | None = None
+    roundIndex: Index
+    sequenceIndex: Index
+    response: ToolResponseIn | None = None
+
+
+class MessageToolsCreate(_SdkIn):
+    """`POST /messages/tools`: at most MAX_TOOLS_PER_REQUEST tools (50 by default)."""
+
+    messageId: NonEmptyIdent
+    tools: list[ToolItem]
+
+
+class MessageToolsQuery(BaseModel):
+    messageIds: str = Field(
+        description="Comma-separated message ids, at most MAX_IDS_PER_REQUEST (200 by default)."
+    )
+
+
+class MessageToolResponseOut(BaseModel):
+    id: str
+    content: str | None
+    toolCallId: str
+    createdAt: str | None
+
+
+class MessageToolOut(BaseModel):
+    id: str
+    object: Literal["messageTool"]
+    externalToolCallId: str
+    functionName: str
+    arguments: dict[str, Any] | None
+    roundIndex: int
+    sequenceIndex: int
+    messageId: str
+    response: MessageToolResponseOut | None
+    createdAt: str
+
+
+class MessageToolList(BaseModel):
+    object: Literal["list"]
+    data: list[MessageToolOut]
+    has_more: bool
+
+
+# --- Native API (snake_case) ---------------------------------------------------------------------
+
+
+class ToolResultIn(_In):
+    content: str | None = None
+    created_at: Timestamp | None = None
+    is_error: bool = False
+
+
+class _CallFields(_In):
+    id: Ident = Field(description="The LLM's tool_call id; an empty string is allowed.")
+    name: NonEmptyIdent
+    arguments: dict[str, Any] | None = None
+    created_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
+    response: ToolResultIn | None = None
+
+
+class ToolCallIn(_CallFields):
+    round_index: Index
+    sequence_index: Index
+
+
+class RoundCallIn(_CallFields):
+    """A call inside a round: the round gives round_index; sequence_index defaults to position."""
+
+    sequence_index: Index | None = None
+
+
+class _UsageFields(_In):
+    model: Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)] | None = None
+    provider: Annotated[str, StringConstraints(max_length=64), AfterValidator(_no_nul)] | None = (
+        None
+    )
+    input_tokens: TokenNumber | None = None
+    output_tokens: TokenNumber | None = None
+    cached_tokens: TokenNumber | None = None
+    created_at: Timestamp | None = None
+
+
+class UsageIn(_UsageFields):
+    round_index: Index
+
+
+class RoundUsageIn(_UsageFields):
+    """Usage of one round; the round gives round_index."""
+
+
+ModelName = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)]
+
+
+class MessageIn(_In):
+    id: NonEmptyIdent
+    role: Role
+    content: str | None = None
+    created_at: Timestamp | None = None
+    status: RunStatus | None = Field(
+        default=None, description="Assistant messages only; default `completed`."
+    )
+    model: ModelName | None = None
+    usage: list[UsageIn] | None = None
+    tool_calls: list[ToolCallIn] | None = Field(default=None, description="Assistant only.")
+
+
+class MessagesCreate(_In):
+    messages: list[MessageIn]
+
+
+class TurnUserIn(_In):
+    id: NonEmptyIdent
+    role: Literal["user", "system"] = "user"
+    content: str | None = None
+    created_at: Timestamp | None = None
+
+
+class RoundIn(_In):
+    usage: RoundUsageIn | None = None
+    calls: list[RoundCallIn] = Field(default_factory=list)
+
+
+class TurnAssistantIn(_In):
+    id: NonEmptyIdent
+    content: str | None = None
+    created_at: Timestamp | None = None
+    status: RunStatus | None = None
+    model: ModelName | None = None
+    usage: list[UsageIn] | None = None
+    rounds: list[RoundIn] = Field(default_factory=list)
+
+
+class TurnCreate(_In):
+    user: TurnUserIn | None = None
+    assistant: TurnAssistantIn
+
+
+class RoundCreate(_In):
+    calls: list[RoundCallIn] = Field(default_factory=list)
+    usage: RoundUsageIn | None = None
+    status: RunStatus | None = None
+
+
+class ToolDefinitionIn(_In):
+    name: NonEmptyIdent
+    description: str | None = None
+    parameters: JsonObject | None = Field(default=None, description="JSON schema of arguments.")
+
+
+class ConversationPut(_In):
+    title: str | None = None
+    channel: ShortName | None = None
+    metadata: JsonObject | None = None
+    system_prompt: str | None = None
+    tools: list[ToolDefinitionIn] | None = None
+    created_at: Timestamp | None = None
+
+
+class ConversationListQuery(BaseModel):
+    channel: str | None = None
+    q: str | None = Field(default=None, description="Search in id and title.")
+    limit: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = None
+
+
+class ImportCreate(BaseModel):
+    """A provider message list. Unknown top-level keys (model, max_tokens...) are ignored, so a
+    request body or a replay export's `payload` can be posted as it is (plus `format`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: ImportFormat
+    messages: list[dict[str, Any]] | None = None
+    input: list[dict[str, Any]] | str | None = Field(
+        default=None, description="openai-responses: the `input` items."
+    )
+    system: str | list[dict[str, Any]] | None = None
+    instructions: str | None = Field(default=None, description="openai-responses system prompt.")
+    tools: list[dict[str, Any]] | None = None
+    started_at: Timestamp | None = None
+
+
+class ChannelPut(_In):
+    freshness_seconds: Annotated[int, Field(ge=0, le=MAX_INT)] | None = None
+
+
+class RedactionRuleCreate(_In):
+    name: ShortName
+    function_name: NonEmptyIdent | None = Field(
+        default=None, description="A tool name or glob such as `search_*`; null = every tool."
+    )
+    kind: RuleKind
+    value: list[str] = Field(
+        default_factory=list,
+        description="mask: detectors (api_key, bearer, email, card); redact_paths: dotted "
+        "paths with `*` wildcards; skip: unused.",
+    )
+    enabled: bool = True
+
+
+# --- Path parameters -------------------------------------------------------------------------
+
+
+class ConversationPath(BaseModel):
+    cid: str
+
+
+class MessagePath(BaseModel):
+    cid: str
+    mid: str
+
+
+class RoundPath(BaseModel):
+    cid: str
+    mid: str
+    round_index: int
+
+
+class ChannelPath(BaseModel):
+    name: str
+
+
+class RulePath(BaseModel):
+    rule_id: int
+
+
+# --- Native responses ------------------------------------------------------------------------
+
+
+class ToolResultOut(BaseModel):
+    content: str | None
+    created_at: str | None
+    is_error: bool
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    round_index: int
+    sequence_index: int
+    created_at: str
+    started_at: str | None
+    ended_at: str | None
+    response: ToolResultOut | None
+    redacted: list[str] | None
+    arguments_tokens: int | None
+    response_tokens: int | None
+    response_bytes: int | None
+    token_method: str | None
+    duration_ms: float | None
+
+
+class UsageOut(BaseModel):
+    round_index: int
+    model: str | None
+    provider: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    created_at: str | None
+    cost_usd: str | None
+    price_source: str | None
+
+
+class MessageOut(BaseModel):
+    id: str
+    object: Literal["message"]
+    conversation_id: str | None
+    role: str
+    content: str | None
+    created_at: str
+    status: str | None
+    model: str | None
+    content_tokens: int | None
+    usage: list[UsageOut]
+    tool_calls: list[ToolCallOut]
+
+
+class MessageList(BaseModel):
+    object: Literal["list"]
+    data: list[MessageOut]
+    has_more: bool
+
+
+class TurnOut(BaseModel):
+    object: Literal["turn"]
+    user: MessageOut | None
+    assistant: MessageOut
+
+
+class ToolDefinitionOut(BaseModel):
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+
+
+class ConversationSummary(BaseModel):
+    id: str
+    object: Literal["conversation"]
+    title: str
+    channel: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    message_count: int
+    tool_call_count: int
+
+
+class ConversationList(BaseModel):
+    object: Literal["list"]
+    data: list[ConversationSummary]
+    has_more: bool
+    next_cursor: str | None
+
+
+class ConversationOut(BaseModel):
+    id: str
+    object: Literal["conversation"]
+    title: str
+    channel: str | None
+    metadata: dict[str, Any]
+    system_prompt: str | None
+    tools: list[ToolDefinitionOut]
+    created_at: str
+    updated_at: str
+
+
+class ConversationDetail(ConversationOut):
+    messages: list[MessageOut]
+
+
+class ChannelOut(BaseModel):
+    name: str
+    object: Literal["channel"]
+    freshness_seconds: int | None
+    created_at: str
+
+
+class ChannelList(BaseModel):
+    object: Literal["list"]
+    data: list[ChannelOut]
+    has_more: bool
+
+
+class RedactionRuleOut(BaseModel):
+    id: int
+    object: Literal["redaction_rule"]
+    name: str
+    function_name: str | None
+    kind: str
+    value: list[str]
+    enabled: bool
+    created_at: str
+
+
+class RedactionRuleList(BaseModel):
+    object: Literal["list"]
+    data: list[RedactionRuleOut]
+    has_more: bool
+
+
+class ErrorOut(BaseModel):
+    """Every error: `error` is a short code, `message` a sentence, `details` where useful."""
+
+    error: str
+    message: str
+    details: Any = None

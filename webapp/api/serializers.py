@@ -1,0 +1,177 @@
+"""Stored rows (mappings of column values) → the JSON objects the API answers with.
+
+Plain functions over plain mappings, so the same code renders rows read from the database and
+rows the write path has just built in memory (the MessageTool answer needs no re-read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+Row = Mapping[str, Any]
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a `Z`, e.g. `2026-03-10T09:30:00.123456Z`."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def duration_ms(started_at: datetime | None, ended_at: datetime | None) -> float | None:
+    if started_at is None or ended_at is None:
+        return None
+    return round((ended_at - started_at).total_seconds() * 1000, 3)
+
+
+def message_tool(row: Row, message_external_id: str) -> dict[str, Any]:
+    """The merged call + response view of the MessageTool API (seed 003)."""
+    call_id = str(row["id"])
+    response = None
+    if row["response"] is not None:
+        response = {
+            "id": f"{call_id}-response",
+            "content": row["response"],
+            "toolCallId": row["external_tool_call_id"],
+            "createdAt": iso(row["response_created_at"]),
+        }
+    return {
+        "id": call_id,
+        "object": "messageTool",
+        "externalToolCallId": row["external_tool_call_id"],
+        "functionName": row["function_name"],
+        "arguments": row["arguments"],
+        "roundIndex": row["round_index"],
+        "sequenceIndex": row["sequence_index"],
+        "messageId": message_external_id,
+        "response": response,
+        "createdAt": iso(row["created_at"]),
+    }
+
+
+def tool_call(row: Row) -> dict[str, Any]:
+    response = None
+    if row["response"] is not None:
+        response = {
+            "content": row["response"],
+            "created_at": iso(row["response_created_at"]),
+            "is_error": bool(row["is_error"]),
+        }
+    return {
+        "id": row["external_tool_call_id"],
+        "name": row["function_name"],
+        "arguments": row["arguments"],
+        "round_index": row["round_index"],
+        "sequence_index": row["sequence_index"],
+        "created_at": iso(row["created_at"]),
+        "started_at": iso(row["started_at"]),
+        "ended_at": iso(row["ended_at"]),
+        "response": response,
+        "redacted": row["redactions"] or None,
+        "arguments_tokens": row["arguments_tokens"],
+        "response_tokens": row["response_tokens"],
+        "response_bytes": row["response_bytes"],
+        "token_method": row["token_method"],
+        "duration_ms": duration_ms(row["started_at"], row["ended_at"]),
+    }
+
+
+def usage(row: Row) -> dict[str, Any]:
+    cost = row["cost_usd"]
+    return {
+        "round_index": row["round_index"],
+        "model": row["model"],
+        "provider": row["provider"],
+        "input_tokens": row["input_tokens"],
+        "output_tokens": row["output_tokens"],
+        "cached_tokens": row["cached_tokens"],
+        "created_at": iso(row["created_at"]),
+        # A string keeps every decimal digit; JSON numbers would become binary floats.
+        "cost_usd": None if cost is None else format(cost, "f"),
+        "price_source": row["price_source"],
+    }
+
+
+def message(
+    row: Row,
+    conversation_external_id: str | None,
+    calls: Iterable[Row] = (),
+    usage_rows: Iterable[Row] = (),
+) -> dict[str, Any]:
+    return {
+        "id": row["external_id"],
+        "object": "message",
+        "conversation_id": conversation_external_id,
+        "role": row["role"],
+        "content": row["content"],
+        "created_at": iso(row["created_at"]),
+        "status": row["status"],
+        "model": row["model"],
+        "content_tokens": row["content_tokens"],
+        "usage": [usage(u) for u in usage_rows],
+        "tool_calls": [tool_call(c) for c in calls],
+    }
+
+
+def tool_definition(row: Row) -> dict[str, Any]:
+    return {
+        "name": row["name"],
+        "description": row["description"],
+        "parameters": row["parameters"],
+    }
+
+
+def conversation(row: Row, tools: Iterable[Row] = ()) -> dict[str, Any]:
+    return {
+        "id": row["external_id"],
+        "object": "conversation",
+        "title": row["title"],
+        "channel": row["channel"],
+        "metadata": row["metadata"] or {},
+        "system_prompt": row["system_prompt"],
+        "tools": [tool_definition(t) for t in tools],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+    }
+
+
+def conversation_summary(row: Row) -> dict[str, Any]:
+    return {
+        "id": row["external_id"],
+        "object": "conversation",
+        "title": row["title"],
+        "channel": row["channel"],
+        "metadata": row["metadata"] or {},
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "message_count": row["message_count"],
+        "tool_call_count": row["tool_call_count"],
+    }
+
+
+def channel(row: Row) -> dict[str, Any]:
+    return {
+        "name": row["name"],
+        "object": "channel",
+        "freshness_seconds": row["freshness_seconds"],
+        "created_at": iso(row["created_at"]),
+    }
+
+
+def redaction_rule(row: Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "object": "redaction_rule",
+        "name": row["name"],
+        "function_name": row["function_name"],
+        "kind": row["kind"],
+        "value": list(row["value"] or []),
+        "enabled": bool(row["enabled"]),
+        "created_at": iso(row["created_at"]),
+    }
+
+
+def listing(data: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"object": "list", "data": data, "has_more": False, **extra}
