@@ -1,0 +1,128 @@
+// Toolscope's own few lines of script: Plotly charts rendered when they scroll into view
+// (plotly.js itself loaded on first need), copy buttons, the call panel's close button and
+// de-duplication of list rows that the live view re-sends. Everything else is htmx.
+"use strict";
+
+(function () {
+  let plotlyLoading = null;
+
+  function loadPlotly() {
+    if (window.Plotly) return Promise.resolve(window.Plotly);
+    if (!plotlyLoading) {
+      plotlyLoading = new Promise(function (resolve, reject) {
+        const meta = document.querySelector('meta[name="plotly-src"]');
+        const script = document.createElement("script");
+        script.src = meta.content;
+        script.onload = function () { resolve(window.Plotly); };
+        script.onerror = reject;
+        document.head.appendChild(script);
+      });
+    }
+    return plotlyLoading;
+  }
+
+  function textColour(element) {
+    return getComputedStyle(element).color;
+  }
+
+  function drawChart(element) {
+    if (element.dataset.drawn) return;
+    element.dataset.drawn = "1";
+    const figure = JSON.parse(element.dataset.figure);
+    loadPlotly().then(function (Plotly) {
+      const colour = textColour(element);
+      figure.layout.font = Object.assign({}, figure.layout.font, { color: colour });
+      figure.layout.xaxis = Object.assign({ gridcolor: "rgba(128,128,128,0.25)" }, figure.layout.xaxis);
+      Plotly.newPlot(element, figure.data, figure.layout, figure.config || {});
+    });
+  }
+
+  const chartObserver = "IntersectionObserver" in window
+    ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) {
+          chartObserver.unobserve(entry.target);
+          drawChart(entry.target);
+        }
+      });
+    }, { rootMargin: "200px" })
+    : null;
+
+  function initCharts(root) {
+    root.querySelectorAll(".chart[data-figure]").forEach(function (element) {
+      if (chartObserver) chartObserver.observe(element); else drawChart(element);
+    });
+  }
+
+  // Charts follow a change of the system's colour scheme without a reload.
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", function () {
+    if (!window.Plotly) return;
+    document.querySelectorAll(".chart[data-drawn]").forEach(function (element) {
+      window.Plotly.relayout(element, { "font.color": textColour(element) });
+    });
+  });
+
+  function dedupeRows(root) {
+    document.querySelectorAll("table[data-dedupe-rows] tbody").forEach(function (body) {
+      const seen = new Set();
+      body.querySelectorAll("tr[data-row-id]").forEach(function (row) {
+        if (seen.has(row.dataset.rowId)) row.remove(); else seen.add(row.dataset.rowId);
+      });
+    });
+  }
+
+  function flash(button, text) {
+    const original = button.dataset.label || button.textContent;
+    button.dataset.label = original;
+    button.textContent = text;
+    setTimeout(function () { button.textContent = original; }, 1500);
+  }
+
+  function copyText(text, button) {
+    return navigator.clipboard.writeText(text).then(
+      function () { flash(button, "Copied"); },
+      function () { flash(button, "Copy failed"); }
+    );
+  }
+
+  document.addEventListener("click", function (event) {
+    const copy = event.target.closest("[data-copy-url], [data-copy-target]");
+    if (copy) {
+      event.preventDefault();
+      if (copy.dataset.copyTarget) {
+        copyText(document.querySelector(copy.dataset.copyTarget).textContent.trim(), copy);
+      } else {
+        fetch(copy.dataset.copyUrl, { credentials: "same-origin" })
+          .then(function (response) { return response.text(); })
+          .then(function (text) { return copyText(text, copy); })
+          .catch(function () { flash(copy, "Copy failed"); });
+      }
+      return;
+    }
+    if (event.target.closest("[data-close-detail]")) {
+      const panel = document.getElementById("detail");
+      if (panel) panel.replaceChildren();
+      document.querySelectorAll(".call-card.selected").forEach(function (c) { c.classList.remove("selected"); });
+      return;
+    }
+    const card = event.target.closest(".call-card");
+    if (card && document.getElementById("detail")) {
+      document.querySelectorAll(".call-card.selected").forEach(function (c) { c.classList.remove("selected"); });
+      card.classList.add("selected");
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") {
+      const close = document.querySelector("#detail [data-close-detail]");
+      if (close) close.click();
+    }
+  });
+
+  document.addEventListener("htmx:afterSettle", function () { dedupeRows(document); });
+
+  function start() {
+    if (window.htmx) window.htmx.onLoad(initCharts); else initCharts(document);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
+})();
