@@ -1,0 +1,352 @@
+"""Reads behind the conversation page: the conversation, pages of messages, the first calls of
+each assistant run (one window-function query for a whole page), further chunks of a run's
+calls, and the live view's "anything new?" check.
+
+Messages are ordered by (created_at, id) — the replay's order — and paged by that key. Calls are
+ordered by (round_index, sequence_index, id) within their message and paged by that key.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, exists, func, literal, or_, select
+
+from ..db import db
+from ..models import (
+    Channel,
+    Conversation,
+    Message,
+    Project,
+    ServiceCall,
+    ToolDefinition,
+    ToolInvocation,
+)
+from .records import (
+    CallRecord,
+    ConversationRecord,
+    MessageCallSummary,
+    MessageRecord,
+    ServiceCallRecord,
+)
+from .sql import after_key, as_int
+
+T = ToolInvocation
+
+
+def get_conversation(project_id: int, conversation_id: int) -> ConversationRecord | None:
+    """The conversation with its channel name and freshness window resolved (one query)."""
+    row = db.session.execute(
+        select(
+            Conversation,
+            Channel.name.label("channel_name"),
+            Channel.freshness_seconds.label("channel_window"),
+            Project.freshness_seconds.label("project_window"),
+        )
+        .join(Project, Project.id == Conversation.project_id)
+        .outerjoin(Channel, Channel.id == Conversation.channel_id)
+        .where(Conversation.id == conversation_id, Conversation.project_id == project_id)
+    ).first()
+    if row is None:
+        return None
+    c = row.Conversation
+    window = row.channel_window if row.channel_window is not None else row.project_window
+    return ConversationRecord(
+        id=c.id,
+        external_id=c.external_id,
+        title=c.title or "",
+        channel=row.channel_name,
+        meta=c.meta or {},
+        system_prompt=c.system_prompt,
+        created_at=c.created_at,
+        updated_at=c.updated_at,
+        freshness_seconds=window,
+    )
+
+
+def tool_definition_names(conversation_id: int) -> list[str]:
+    return list(
+        db.session.scalars(
+            select(ToolDefinition.name)
+            .where(ToolDefinition.conversation_id == conversation_id)
+            .order_by(ToolDefinition.name)
+        )
+    )
+
+
+_MESSAGE_COLUMNS = (
+    Message.id,
+    Message.external_id,
+    Message.role,
+    Message.content,
+    Message.created_at,
+    Message.status,
+    Message.model,
+    Message.content_tokens,
+)
+
+
+def _message(row: Any) -> MessageRecord:
+    return MessageRecord(
+        id=row.id,
+        external_id=row.external_id,
+        role=row.role,
+        content=row.content,
+        created_at=row.created_at,
+        status=row.status,
+        model=row.model,
+        content_tokens=row.content_tokens,
+    )
+
+
+def message_page(
+    conversation_id: int, after: tuple[datetime, int] | None, limit: int
+) -> tuple[list[MessageRecord], bool]:
+    """Up to ``limit`` messages after the keyset ``after``, and whether more follow."""
+    stmt = select(*_MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
+    if after is not None:
+        stmt = stmt.where(after_key((Message.created_at, Message.id), after, descending=False))
+    rows = db.session.execute(stmt.order_by(Message.created_at, Message.id).limit(limit + 1)).all()
+    return [_message(r) for r in rows[:limit]], len(rows) > limit
+
+
+def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> int:
+    """How many user messages (turns) come up to and including the keyset ``after``."""
+    if after is None:
+        return 0
+    created_at, row_id = after
+    return as_int(
+        db.session.scalar(
+            select(func.count()).where(
+                Message.conversation_id == conversation_id,
+                Message.role == "user",
+                or_(
+                    Message.created_at < created_at,
+                    and_(Message.created_at == created_at, Message.id <= row_id),
+                ),
+            )
+        )
+    )
+
+
+def get_message(conversation_id: int, message_id: int) -> MessageRecord | None:
+    row = db.session.execute(
+        select(*_MESSAGE_COLUMNS).where(
+            Message.id == message_id, Message.conversation_id == conversation_id
+        )
+    ).first()
+    return _message(row) if row else None
+
+
+def _call_columns() -> tuple[Any, ...]:
+    return (
+        T.id,
+        T.message_id,
+        T.round_index,
+        T.sequence_index,
+        T.external_tool_call_id,
+        T.function_name,
+        T.arguments,
+        T.created_at,
+        T.started_at,
+        T.ended_at,
+        T.response.is_not(None).label("has_response"),
+        T.response_created_at,
+        T.is_error,
+        T.redactions,
+        T.arguments_tokens,
+        T.response_tokens,
+        T.response_bytes,
+        # Only what source compaction needs: responses that look like a JSON list.
+        case((func.substr(T.response, 1, 1) == "[", T.response), else_=None).label("list_response"),
+    )
+
+
+def _call(row: Any) -> CallRecord:
+    return CallRecord(
+        id=row.id,
+        message_id=row.message_id,
+        round_index=row.round_index,
+        sequence_index=row.sequence_index,
+        external_tool_call_id=row.external_tool_call_id or "",
+        function_name=row.function_name,
+        arguments=row.arguments,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        has_response=bool(row.has_response),
+        response_created_at=row.response_created_at,
+        is_error=bool(row.is_error),
+        redactions=tuple(row.redactions or ()),
+        arguments_tokens=row.arguments_tokens,
+        response_tokens=row.response_tokens,
+        response_bytes=row.response_bytes,
+        list_response=row.list_response,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FirstCalls:
+    calls: dict[int, list[CallRecord]]
+    summaries: dict[int, MessageCallSummary]
+
+
+def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
+    """The first ``per_message`` calls of each message and per-message totals, in ONE query:
+    window functions number the calls and count them within each message."""
+    if not message_ids:
+        return FirstCalls({}, {})
+    partition = {"partition_by": T.message_id}
+    inner = (
+        select(
+            *_call_columns(),
+            func.row_number()
+            .over(order_by=(T.round_index, T.sequence_index, T.id), **partition)
+            .label("position"),
+            func.count().over(**partition).label("total"),
+            func.sum(case((T.is_error, 1), else_=0)).over(**partition).label("errors"),
+            func.sum(case((T.response.is_(None), 1), else_=0)).over(**partition).label("missing"),
+            func.max(T.round_index).over(**partition).label("last_round"),
+        )
+        .where(T.message_id.in_(message_ids))
+        .subquery()
+    )
+    rows = db.session.execute(
+        select(inner)
+        .where(inner.c.position <= per_message)
+        .order_by(inner.c.message_id, inner.c.position)
+    )
+    calls: dict[int, list[CallRecord]] = defaultdict(list)
+    summaries: dict[int, MessageCallSummary] = {}
+    for row in rows:
+        calls[row.message_id].append(_call(row))
+        summaries.setdefault(
+            row.message_id,
+            MessageCallSummary(
+                calls=as_int(row.total),
+                errors=as_int(row.errors),
+                missing=as_int(row.missing),
+                rounds=as_int(row.last_round) + 1,
+            ),
+        )
+    return FirstCalls(dict(calls), summaries)
+
+
+def call_chunk(
+    message_id: int, after: tuple[int, int] | None, limit: int
+) -> tuple[list[CallRecord], bool]:
+    """Calls of one message after the (round_index, sequence_index) key, and whether more
+    follow."""
+    stmt = select(*_call_columns()).where(T.message_id == message_id)
+    if after is not None:
+        stmt = stmt.where(after_key((T.round_index, T.sequence_index), after, descending=False))
+    rows = db.session.execute(
+        stmt.order_by(T.round_index, T.sequence_index, T.id).limit(limit + 1)
+    ).all()
+    return [_call(r) for r in rows[:limit]], len(rows) > limit
+
+
+def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCallRecord]]:
+    """Per message, per round index: the LLM call's model and usage."""
+    if not message_ids:
+        return {}
+    rows = db.session.execute(
+        select(ServiceCall).where(ServiceCall.message_id.in_(message_ids))
+    ).scalars()
+    result: dict[int, dict[int, ServiceCallRecord]] = defaultdict(dict)
+    for sc in rows:
+        result[sc.message_id][sc.round_index] = ServiceCallRecord(
+            message_id=sc.message_id,
+            round_index=sc.round_index,
+            model=sc.model,
+            input_tokens=sc.input_tokens,
+            output_tokens=sc.output_tokens,
+            cached_tokens=sc.cached_tokens,
+            cost_usd=sc.cost_usd,
+        )
+    return dict(result)
+
+
+def newest_call_id() -> int:
+    """The highest tool-call row id anywhere: row ids only grow, so "calls after this id" is
+    a cheap primary-key range for the live view."""
+    return as_int(db.session.scalar(select(func.max(T.id))))
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    updated_at: datetime
+    new_messages: bool
+    new_calls: bool
+
+
+def live_state(
+    conversation_id: int, after: tuple[datetime, int] | None, after_call_id: int
+) -> LiveState | None:
+    """ONE query: the conversation's updated_at, whether messages follow the last one shown
+    and whether calls newer than ``after_call_id`` exist in it. None if the conversation is
+    gone."""
+    later_messages = select(literal(1)).where(Message.conversation_id == conversation_id)
+    if after is not None:
+        later_messages = later_messages.where(
+            after_key((Message.created_at, Message.id), after, descending=False)
+        )
+    later_calls = (
+        select(literal(1))
+        .select_from(T)
+        .join(Message, Message.id == T.message_id)
+        .where(T.id > after_call_id, Message.conversation_id == conversation_id)
+    )
+    row = db.session.execute(
+        select(
+            Conversation.updated_at,
+            exists(later_messages).label("new_messages"),
+            exists(later_calls).label("new_calls"),
+        ).where(Conversation.id == conversation_id)
+    ).first()
+    if row is None:
+        return None
+    return LiveState(row.updated_at, bool(row.new_messages), bool(row.new_calls))
+
+
+# At most this many already-shown messages are re-rendered by one live update.
+MAX_REFRESHED_MESSAGES = 20
+
+
+def messages_to_refresh(
+    conversation_id: int, upto: tuple[datetime, int], after_call_id: int
+) -> list[MessageRecord]:
+    """Shown messages (up to the keyset ``upto``) that may have changed: runs still in
+    progress, messages with new calls, and the latest assistant message (where responses and
+    final text arrive)."""
+    latest_assistant = (
+        select(Message.id)
+        .where(Message.conversation_id == conversation_id, Message.role == "assistant")
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    with_new_calls = select(T.message_id).where(T.id > after_call_id)
+    created_at, row_id = upto
+    rows = db.session.execute(
+        select(*_MESSAGE_COLUMNS)
+        .where(
+            Message.conversation_id == conversation_id,
+            or_(
+                Message.created_at < created_at,
+                and_(Message.created_at == created_at, Message.id <= row_id),
+            ),
+            or_(
+                Message.status == "in_progress",
+                Message.id.in_(with_new_calls),
+                Message.id == latest_assistant,
+            ),
+        )
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(MAX_REFRESHED_MESSAGES)
+    ).all()
+    return [_message(r) for r in reversed(rows)]

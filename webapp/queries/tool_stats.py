@@ -1,0 +1,159 @@
+"""Per-tool statistics over a project: counts and averages in one GROUP BY, latency
+percentiles in one window-function query (nearest-rank method, same on both databases)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import case, func, or_, select
+
+from ..db import db
+from ..models import Conversation, Message, ToolInvocation
+from .sql import after_key, as_int, duration_ms
+
+T = ToolInvocation
+PERCENTILES = (50, 95)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStats:
+    function_name: str
+    calls: int
+    errors: int
+    missing_responses: int
+    avg_response_bytes: float | None
+    avg_response_tokens: float | None
+    last_seen: datetime | None
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    timed_calls: int = 0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+def _aggregates(project_id: int, function_name: str | None) -> list[Any]:
+    stmt = (
+        select(
+            T.function_name,
+            func.count().label("calls"),
+            func.sum(case((T.is_error, 1), else_=0)).label("errors"),
+            func.sum(case((T.response.is_(None), 1), else_=0)).label("missing"),
+            func.avg(T.response_bytes).label("avg_bytes"),
+            func.avg(T.response_tokens).label("avg_tokens"),
+            func.max(T.created_at).label("last_seen"),
+        )
+        .where(T.project_id == project_id)
+        .group_by(T.function_name)
+        .order_by(func.count().desc(), T.function_name)
+    )
+    if function_name is not None:
+        stmt = stmt.where(T.function_name == function_name)
+    return list(db.session.execute(stmt))
+
+
+def _percentiles(project_id: int, function_name: str | None) -> dict[str, dict[str, float | int]]:
+    """{function_name: {"p50": ms, "p95": ms, "timed": n}} from calls with start and end."""
+    duration = duration_ms(T.started_at, T.ended_at)
+    timed = select(T.function_name, duration.label("ms")).where(
+        T.project_id == project_id, T.started_at.is_not(None), T.ended_at.is_not(None)
+    )
+    if function_name is not None:
+        timed = timed.where(T.function_name == function_name)
+    timed_sq = timed.subquery()
+    ranked = select(
+        timed_sq.c.function_name,
+        timed_sq.c.ms,
+        func.row_number()
+        .over(partition_by=timed_sq.c.function_name, order_by=timed_sq.c.ms)
+        .label("rank"),
+        func.count().over(partition_by=timed_sq.c.function_name).label("n"),
+    ).subquery()
+    # Nearest rank: the value at position ceil(p/100 * n), in integer arithmetic.
+    wanted = [ranked.c.rank == (ranked.c.n * p + 99) // 100 for p in PERCENTILES]
+    rows = db.session.execute(
+        select(ranked.c.function_name, ranked.c.ms, ranked.c.rank, ranked.c.n).where(or_(*wanted))
+    )
+    result: dict[str, dict[str, float | int]] = {}
+    for row in rows:
+        entry = result.setdefault(row.function_name, {"timed": as_int(row.n)})
+        for p in PERCENTILES:
+            if row.rank == (row.n * p + 99) // 100:
+                # Rounded: SQLite's julianday() arithmetic is only good to ~0.05 ms.
+                entry[f"p{p}"] = round(float(row.ms), 1)
+    return result
+
+
+def tool_stats(project_id: int, function_name: str | None = None) -> list[ToolStats]:
+    """Statistics per function name (two queries), most used first."""
+    percentiles = _percentiles(project_id, function_name)
+    stats = []
+    for row in _aggregates(project_id, function_name):
+        p = percentiles.get(row.function_name, {})
+        stats.append(
+            ToolStats(
+                function_name=row.function_name,
+                calls=as_int(row.calls),
+                errors=as_int(row.errors),
+                missing_responses=as_int(row.missing),
+                avg_response_bytes=float(row.avg_bytes) if row.avg_bytes is not None else None,
+                avg_response_tokens=float(row.avg_tokens) if row.avg_tokens is not None else None,
+                last_seen=row.last_seen,
+                p50_ms=p.get("p50"),
+                p95_ms=p.get("p95"),
+                timed_calls=int(p.get("timed", 0)),
+            )
+        )
+    return stats
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConversation:
+    conversation_id: int
+    external_id: str
+    title: str
+    calls: int
+    errors: int
+    last_used: datetime
+
+
+def conversations_using(
+    project_id: int, function_name: str, after: tuple[datetime, int] | None, limit: int
+) -> tuple[list[ToolConversation], bool]:
+    """Conversations that called ``function_name``, most recent use first (keyset paged)."""
+    last_used = func.max(T.created_at)
+    stmt = (
+        select(
+            Conversation.id,
+            Conversation.external_id,
+            Conversation.title,
+            func.count().label("calls"),
+            func.sum(case((T.is_error, 1), else_=0)).label("errors"),
+            last_used.label("last_used"),
+        )
+        .select_from(T)
+        .join(Message, Message.id == T.message_id)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(T.project_id == project_id, T.function_name == function_name)
+        .group_by(Conversation.id, Conversation.external_id, Conversation.title)
+    )
+    if after is not None:
+        stmt = stmt.having(after_key((last_used, Conversation.id), after, descending=True))
+    rows = db.session.execute(
+        stmt.order_by(last_used.desc(), Conversation.id.desc()).limit(limit + 1)
+    ).all()
+    items = [
+        ToolConversation(
+            conversation_id=r.id,
+            external_id=r.external_id,
+            title=r.title or "",
+            calls=as_int(r.calls),
+            errors=as_int(r.errors),
+            last_used=r.last_used,
+        )
+        for r in rows[:limit]
+    ]
+    return items, len(rows) > limit
