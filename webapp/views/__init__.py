@@ -1,0 +1,62 @@
+"""The dashboard: server-rendered pages with htmx, each with a JSON twin.
+
+Blueprints, one per area: ``conversations`` (list, timeline, call detail, live view),
+``tools``, ``costs`` (a placeholder until the analytics pages land), ``settings`` (keys,
+redaction rules, channel windows), ``login`` (password login, logout, project switcher) and
+``assets`` (plotly.js from the installed package). Read queries live in ``webapp.queries``;
+pure view-model code (timeline grouping, badges, highlighting) in modules of this package.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, url_for
+from markupsafe import Markup
+
+from .. import __version__
+from . import formatting, security
+
+# Blueprints that belong to the dashboard and get the login guard and security headers.
+GUARDED = ("conversations", "tools", "costs", "settings")
+
+
+def register(app: Flask) -> None:
+    from . import assets, conversations, costs, login, settings, tools
+
+    for module in (conversations, tools, costs, settings):
+        module.bp.before_request(security.require_login)
+    for module in (conversations, tools, costs, settings, login, assets):
+        module.bp.after_request(security.add_security_headers)
+        app.register_blueprint(module.bp)
+
+    app.config.setdefault("LIVE_POLL_SECONDS", 2)
+    formatting.init_app(app)
+    _template_helpers(app)
+
+
+def _template_helpers(app: Flask) -> None:
+    from .assets import PLOTLY_VERSION
+    from .context import current_project, switcher_projects
+    from .highlight import render_value
+    from .links import replay_url
+
+    def static_url(filename: str) -> str:
+        # The version in the query string makes browsers fetch new files after an upgrade.
+        return url_for("static", filename=filename, v=__version__)
+
+    def plotly_url() -> str:
+        return url_for("assets.plotly_js", version=PLOTLY_VERSION)
+
+    def render_json(value: object) -> Markup:
+        """Highlighted JSON in a <pre> (every token escaped by ``highlight``)."""
+        rendered = render_value(value)
+        return Markup('<pre class="code json">{}</pre>').format(rendered.html)
+
+    app.jinja_env.globals.update(
+        static_url=static_url,
+        plotly_url=plotly_url,
+        render_json=render_json,
+        current_project=current_project,
+        switcher_projects=switcher_projects,
+        replay_url=replay_url,
+        toolscope_version=__version__,
+    )

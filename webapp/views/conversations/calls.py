@@ -1,0 +1,100 @@
+"""The call detail panel: arguments and response pretty-printed, sizes, tokens, timestamps,
+copy buttons and a link to the call in the replay preview."""
+
+from __future__ import annotations
+
+import json
+
+from flask import Response, current_app
+
+from ...db import utcnow
+from ...queries import calls as queries
+from .. import timeline_model as model
+from ..badges import DEFAULT_RESULT_TOKEN_CAP, call_badges, citations
+from ..common import not_found, respond
+from ..context import current_project
+from ..highlight import render_text, render_value
+from . import bp
+
+FIELDS = ("arguments", "response")
+
+
+def _raw_text(detail: queries.CallDetail, field: str) -> str | None:
+    if field == "arguments":
+        args = detail.call.arguments
+        return None if args is None else json.dumps(args, indent=2, ensure_ascii=False)
+    return detail.response
+
+
+def _detail_data(detail: queries.CallDetail) -> dict:
+    call = detail.call
+    cap = current_app.config.get("REPLAY_RESULT_TOKEN_CAP", DEFAULT_RESULT_TOKEN_CAP)
+    return {
+        "call": call,
+        "detail": detail,
+        "badges": call_badges(
+            call,
+            now=utcnow(),
+            freshness_seconds=detail.freshness_seconds,
+            token_cap=cap,
+            cited=citations(detail.message_content),
+        ),
+        "duration_ms": model.call_duration_ms(call),
+        "arguments": render_value(call.arguments),
+        "response": render_text(detail.response),
+        "response_text": detail.response,
+        "token_method": detail.token_method,
+        "arguments_bytes": detail.arguments_bytes,
+    }
+
+
+@bp.get("/calls/<int:call_id>", defaults={"fmt": "html"})
+@bp.get("/calls/<int:call_id>.json", defaults={"fmt": "json"})
+def call_get(call_id: int, fmt: str):
+    """The detail panel (htmx), a page of its own, or the call as JSON."""
+    detail = queries.get_call(current_project().id, call_id)
+    if detail is None:
+        return not_found("tool call")
+    data = _detail_data(detail)
+    return respond(
+        data,
+        page="conversations/call.html",
+        fragment="conversations/_call_detail.html",
+        fmt=fmt,
+        json_keys=("call", "response_text", "badges", "duration_ms", "token_method"),
+    )
+
+
+@bp.get("/calls/<int:call_id>/<any(arguments, response):field>")
+def call_field_get(call_id: int, field: str):
+    """One folded field in full ("show all")."""
+    detail = queries.get_call(current_project().id, call_id)
+    if detail is None:
+        return not_found("tool call")
+    content = (
+        render_value(detail.call.arguments, limit=None)
+        if field == "arguments"
+        else render_text(detail.response, limit=None)
+    )
+    data = {
+        "call": detail.call,
+        "detail": detail,
+        "field": field,
+        "content": content,
+        "content_id": f"call-{call_id}-{field}",
+    }
+    return respond(
+        data, page="conversations/call_field.html", fragment="conversations/_content.html"
+    )
+
+
+@bp.get("/calls/<int:call_id>/<any(arguments, response):field>.txt")
+def call_raw_get(call_id: int, field: str):
+    """The field as plain text, for the copy buttons (never rendered as HTML)."""
+    detail = queries.get_call(current_project().id, call_id)
+    if detail is None:
+        return not_found("tool call")
+    text = _raw_text(detail, field)
+    return Response(
+        text or "", mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"}
+    )

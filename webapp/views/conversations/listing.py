@@ -1,0 +1,116 @@
+"""The conversations list: active search, filters, sort, infinite scroll, live new rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from flask import redirect, render_template, request, url_for
+
+from ...queries import conversation_list as queries
+from ..common import (
+    BadParameter,
+    bad_parameter_response,
+    cursor_arg,
+    page_limit,
+    respond,
+    wants_fragment,
+)
+from ..context import current_project
+from ..cursors import encode
+from ..list_filters import parse_filters
+from . import bp
+
+# The list polls less often than a conversation page: it only announces new activity.
+LIST_POLL_SECONDS = 5
+
+
+@bp.get("/")
+def index_get():
+    return redirect(url_for("conversations.conversations_get"))
+
+
+def _list_cursor(sort: str):
+    after = cursor_arg()
+    if after is None:
+        return None
+    expected = datetime if sort in ("recent", "oldest") else int
+    if not isinstance(after[0], expected):
+        raise BadParameter("cursor", f"does not belong to sort '{sort}'")
+    return after
+
+
+def _since_arg() -> datetime:
+    raw = request.args.get("since", "")
+    try:
+        since = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadParameter("since", "must be an ISO 8601 timestamp") from None
+    return since if since.tzinfo else since.replace(tzinfo=UTC)
+
+
+@bp.get("/conversations", defaults={"fmt": "html"})
+@bp.get("/conversations.json", defaults={"fmt": "json"})
+def conversations_get(fmt: str):
+    """Full page, the results fragment (search and filters), or the next rows (a cursor)."""
+    project = current_project()
+    try:
+        filters = parse_filters(request.args)
+        after = _list_cursor(filters.sort)
+        limit = page_limit(queries.DEFAULT_LIMIT, queries.MAX_LIMIT)
+    except BadParameter as exc:
+        return bad_parameter_response(exc, fmt)
+    live = filters.sort == "recent" and after is None
+    # Read before the page so that nothing written meanwhile is missed by the live poll.
+    newest = queries.newest_activity(project.id) if live else None
+    page = queries.list_conversations(project.id, filters, after=after, limit=limit)
+    last = page.rows[-1] if page.rows else None
+    data = {
+        "object": "list",
+        "data": page.rows,
+        "has_more": page.has_more,
+        "next_cursor": encode(last.sort_value, last.id) if page.has_more and last else None,
+        "filters": filters,
+        "filter_args": filters.query_args(),
+        "live_since": newest.isoformat() if newest else None,
+        "poll_seconds": LIST_POLL_SECONDS,
+        "project": project,
+    }
+    fragment = "conversations/_rows.html" if after else "conversations/_results.html"
+    if not wants_fragment() and fmt != "json":
+        data["channels"] = queries.channel_names(project.id)
+    response = respond(
+        data,
+        page="conversations/list.html",
+        fragment=fragment,
+        fmt=fmt,
+        json_keys=("object", "data", "has_more", "next_cursor", "filters"),
+    )
+    if wants_fragment() and after is None and isinstance(response, tuple):
+        # The URL bar shows the filters in their canonical form (no empty parameters).
+        body, status, headers = response
+        headers = {**headers, "HX-Push-Url": url_for(".conversations_get", **data["filter_args"])}
+        return body, status, headers
+    return response
+
+
+@bp.get("/conversations/live")
+def conversations_live_get():
+    """The list's poll: 204 (one query) unless a conversation was active after ``since``;
+    then the new rows, put on top of the list, and a poller with the new ``since``."""
+    project = current_project()
+    try:
+        since = _since_arg()
+        filters = parse_filters(request.args)
+    except BadParameter as exc:
+        return bad_parameter_response(exc)
+    newest = queries.newest_activity(project.id)
+    if newest is None or newest <= since:
+        return "", 204
+    page = queries.updated_since(project.id, filters, since)
+    return render_template(
+        "conversations/_list_live.html",
+        data=page.rows,
+        live_since=newest.isoformat(),
+        filter_args=filters.query_args(),
+        poll_seconds=LIST_POLL_SECONDS,
+    )

@@ -1,0 +1,273 @@
+"""The conversation page: header and the first page of the timeline in the first response,
+further pages, long runs and long texts loaded lazily, and the live view's poll."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from flask import current_app, render_template, request, url_for
+
+from ...db import utcnow
+from ...queries import stats as stats_queries
+from ...queries import timeline as queries
+from ...queries.records import ConversationRecord, MessageRecord
+from .. import timeline_model as model
+from ..badges import DEFAULT_RESULT_TOKEN_CAP
+from ..common import (
+    BadParameter,
+    bad_parameter_response,
+    cursor_arg,
+    int_arg,
+    not_found,
+    respond,
+    wants_fragment,
+    wants_json,
+)
+from ..context import current_project
+from ..cursors import encode
+from ..highlight import render_text
+from . import bp
+
+# A conversation idle for longer than this is polled less often.
+ACTIVE_WINDOW = timedelta(minutes=10)
+IDLE_POLL_SECONDS = 15
+
+MessageKey = tuple[datetime, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    messages: list[model.MessageView]
+    next_cursor: str | None
+    # Key of the last message shown (or of the cursor when the page is empty).
+    last_key: MessageKey | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCursor:
+    """What the live poll compares against: read *before* the page it belongs to."""
+
+    updated_at: datetime
+    newest_call_id: int
+
+
+def badge_context(conversation: ConversationRecord) -> model.BadgeContext:
+    return model.BadgeContext(
+        now=utcnow(),
+        freshness_seconds=conversation.freshness_seconds,
+        token_cap=current_app.config.get("REPLAY_RESULT_TOKEN_CAP", DEFAULT_RESULT_TOKEN_CAP),
+    )
+
+
+def message_views(
+    conversation: ConversationRecord, messages: list[MessageRecord], turns_before: int
+) -> list[model.MessageView]:
+    """Views of ``messages`` with their first calls and usage: two queries."""
+    ids = [m.id for m in messages]
+    first = queries.first_calls(ids, model.CALLS_PER_CHUNK)
+    return model.message_views(
+        messages,
+        calls=first.calls,
+        summaries=first.summaries,
+        usage=queries.service_calls(ids),
+        ctx=badge_context(conversation),
+        turns_before=turns_before,
+    )
+
+
+def load_page(conversation: ConversationRecord, after: MessageKey | None) -> TimelinePage:
+    """One page of the timeline: five queries whatever the size of the conversation."""
+    messages, more = queries.message_page(conversation.id, after, model.MESSAGES_PER_PAGE)
+    first = queries.first_calls([m.id for m in messages], model.CALLS_PER_CHUNK)
+    shown = model.messages_within_budget(messages, first.calls, model.PAGE_CALL_BUDGET)
+    if shown < len(messages):
+        messages, more = messages[:shown], True
+    ids = [m.id for m in messages]
+    views = model.message_views(
+        messages,
+        calls={i: first.calls[i] for i in ids if i in first.calls},
+        summaries=first.summaries,
+        usage=queries.service_calls(ids),
+        ctx=badge_context(conversation),
+        turns_before=queries.turns_before(conversation.id, after),
+    )
+    last_key = (messages[-1].created_at, messages[-1].id) if messages else after
+    next_cursor = encode(*last_key) if more and last_key else None
+    return TimelinePage(views, next_cursor, last_key)
+
+
+def _message_cursor(name: str = "cursor") -> MessageKey | None:
+    after = cursor_arg(name)
+    if after is not None and not isinstance(after[0], datetime):
+        raise BadParameter(name, "is not a timeline cursor")
+    return after  # type: ignore[return-value]
+
+
+def poll_seconds(conversation: ConversationRecord) -> int:
+    active = utcnow() - conversation.updated_at < ACTIVE_WINDOW
+    return current_app.config["LIVE_POLL_SECONDS"] if active else IDLE_POLL_SECONDS
+
+
+def live_url(conversation: ConversationRecord, page: TimelinePage, live: LiveCursor) -> str:
+    return url_for(
+        "conversations.conversation_live_get",
+        conversation_id=conversation.id,
+        after=encode(*page.last_key) if page.last_key else "",
+        calls=live.newest_call_id,
+        v=live.updated_at.isoformat(),
+    )
+
+
+def page_url(conversation: ConversationRecord, cursor: str | None, fmt: str = "html") -> str:
+    endpoint = "conversations.conversation_get"
+    return url_for(endpoint, conversation_id=conversation.id, cursor=cursor, fmt=fmt)
+
+
+@bp.get("/conversations/<int:conversation_id>", defaults={"fmt": "html"})
+@bp.get("/conversations/<int:conversation_id>.json", defaults={"fmt": "json"})
+def conversation_get(conversation_id: int, fmt: str):
+    """The conversation page; with ``cursor``, the timeline page after it (the lazy loader's
+    fragment, or a full page for browsers without htmx)."""
+    project = current_project()
+    try:
+        after = _message_cursor()
+    except BadParameter as exc:
+        return bad_parameter_response(exc, fmt)
+    conversation = queries.get_conversation(project.id, conversation_id)
+    if conversation is None:
+        return not_found("conversation")
+    live = LiveCursor(conversation.updated_at, queries.newest_call_id())
+    page = load_page(conversation, after)
+    data = {
+        "conversation": conversation,
+        "messages": page.messages,
+        "next_cursor": page.next_cursor,
+        "next_url": page_url(conversation, page.next_cursor, "json") if page.next_cursor else None,
+        "page": page,
+        "live_url": live_url(conversation, page, live),
+        "poll_seconds": poll_seconds(conversation),
+    }
+    if wants_fragment():
+        return render_template("conversations/_timeline.html", **data)
+    if not wants_json(fmt) or after is None:
+        data["stats"] = stats_queries.conversation_stats([conversation.id])[conversation.id]
+        data["tools_offered"] = queries.tool_definition_names(conversation.id)
+    keys = ("conversation", "stats", "tools_offered") if after is None else ()
+    return respond(
+        data,
+        page="conversations/conversation.html",
+        fmt=fmt,
+        json_keys=(*keys, "messages", "next_cursor", "next_url"),
+    )
+
+
+@bp.get(
+    "/conversations/<int:conversation_id>/messages/<int:message_id>/calls",
+    defaults={"fmt": "html"},
+)
+@bp.get(
+    "/conversations/<int:conversation_id>/messages/<int:message_id>/calls.json",
+    defaults={"fmt": "json"},
+)
+def run_calls_get(conversation_id: int, message_id: int, fmt: str):
+    """The next chunk of a long run's calls, after the ``after=round.sequence`` key."""
+    project = current_project()
+    raw_after = request.args.get("after", "")
+    try:
+        after = model.parse_call_key(raw_after) if raw_after else None
+    except ValueError:
+        return bad_parameter_response(
+            BadParameter("after", "must be 'round.sequence', e.g. 3.0"), fmt
+        )
+    conversation = queries.get_conversation(project.id, conversation_id)
+    message = queries.get_message(conversation_id, message_id) if conversation else None
+    if conversation is None or message is None:
+        return not_found("message")
+    calls, more = queries.call_chunk(message.id, after, model.CALLS_PER_CHUNK)
+    run = model.run_view(
+        message,
+        calls,
+        ctx=badge_context(conversation),
+        usage=queries.service_calls([message.id]).get(message.id),
+        has_more=more,
+        continued_round=after[0] if after else None,
+        with_waterfall=False,
+    )
+    data = {"conversation": conversation, "message": message, "run": run}
+    return respond(
+        data,
+        page="conversations/run_calls.html",
+        fragment="conversations/_run.html",
+        fmt=fmt,
+        json_keys=("run",),
+    )
+
+
+@bp.get("/conversations/<int:conversation_id>/messages/<int:message_id>/content")
+def message_content_get(conversation_id: int, message_id: int):
+    """A folded message text in full ("show all")."""
+    project = current_project()
+    conversation = queries.get_conversation(project.id, conversation_id)
+    message = queries.get_message(conversation_id, message_id) if conversation else None
+    if conversation is None or message is None:
+        return not_found("message")
+    data = {
+        "conversation": conversation,
+        "message": message,
+        "content": render_text(message.content, limit=None),
+        "content_id": f"content-{message.id}",
+        "prose": True,
+    }
+    return respond(
+        data, page="conversations/message_content.html", fragment="conversations/_content.html"
+    )
+
+
+@bp.get("/conversations/<int:conversation_id>/live")
+def conversation_live_get(conversation_id: int):
+    """The live view's poll. Nothing new: 204 after one query. Otherwise the messages after the
+    last one shown (replacing the poller, which comes back at their end), shown messages that
+    may have changed (swapped in place by id) and the header counts."""
+    project = current_project()
+    try:
+        after = _message_cursor("after")
+        newest_call = int_arg("calls", 0)
+        version = _version_arg()
+    except BadParameter as exc:
+        return bad_parameter_response(exc)
+    assert newest_call is not None
+    state = queries.live_state(conversation_id, after, newest_call)
+    if state is None:
+        return "", 286  # htmx stops polling on 286: the conversation is gone.
+    if state.updated_at == version and not state.new_messages and not state.new_calls:
+        return "", 204
+    conversation = queries.get_conversation(project.id, conversation_id)
+    if conversation is None:
+        return "", 286
+    live = LiveCursor(state.updated_at, queries.newest_call_id())
+    page = load_page(conversation, after)
+    refreshed: list[model.MessageView] = []
+    if after is not None:
+        changed = queries.messages_to_refresh(conversation.id, after, newest_call)
+        refreshed = message_views(conversation, changed, turns_before=0)
+    return render_template(
+        "conversations/_live_update.html",
+        conversation=conversation,
+        page=page,
+        refreshed=refreshed,
+        stats=stats_queries.conversation_stats([conversation.id])[conversation.id],
+        live_url=live_url(conversation, page, live),
+        poll_seconds=poll_seconds(conversation),
+    )
+
+
+def _version_arg() -> datetime | None:
+    raw = request.args.get("v", "")
+    if not raw:
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadParameter("v", "must be an ISO 8601 timestamp") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -1,0 +1,104 @@
+"""Jinja filters for numbers, sizes, durations and times (pure, so they are easy to test)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from flask import Flask
+
+# Shown for a missing value (an en dash, written as an escape for the linter).
+NONE = "\u2013"
+
+
+def number(value: int | float | None) -> str:
+    if value is None:
+        return NONE
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.1f}"
+    return f"{int(value):,}"
+
+
+def size(num_bytes: int | float | None) -> str:
+    if num_bytes is None:
+        return NONE
+    value = float(num_bytes)
+    for unit in ("B", "KB", "MB"):
+        if value < 1024 or unit == "MB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def duration(ms: float | None) -> str:
+    if ms is None:
+        return NONE
+    if ms < 1:
+        return f"{ms:.2f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    minutes, seconds = divmod(ms / 1000, 60)
+    return f"{int(minutes)} min {seconds:.0f} s"
+
+
+def timestamp(value: datetime | None) -> str:
+    """UTC, to the second, sortable and unambiguous."""
+    if value is None:
+        return NONE
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def precise(value: datetime | None) -> str:
+    if value is None:
+        return NONE
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def usd(value: Decimal | float | None) -> str:
+    if value is None:
+        return NONE
+    amount = Decimal(value)
+    if amount == 0:
+        return "$0"
+    if abs(amount) < Decimal("0.01"):
+        return f"${amount:.4f}"
+    return f"${amount:,.2f}"
+
+
+def percent(value: float | None) -> str:
+    if value is None:
+        return NONE
+    return f"{value * 100:.1f}%" if value else "0%"
+
+
+def ago(value: datetime | None, now: datetime | None = None) -> str:
+    if value is None:
+        return NONE
+    seconds = ((now or datetime.now(UTC)) - value).total_seconds()
+    if seconds < 0:
+        return "in the future"
+    for limit, divisor, unit in (
+        (60, 1, "s"),
+        (3600, 60, "min"),
+        (86400, 3600, "h"),
+        (86400 * 60, 86400, "d"),
+    ):
+        if seconds < limit:
+            return f"{int(seconds // divisor)} {unit} ago"
+    return timestamp(value)[:10]
+
+
+def init_app(app: Flask) -> None:
+    for name, func in {
+        "number": number,
+        "size": size,
+        "duration": duration,
+        "timestamp": timestamp,
+        "precise": precise,
+        "usd": usd,
+        "percent": percent,
+        "ago": ago,
+    }.items():
+        app.jinja_env.filters[name] = func

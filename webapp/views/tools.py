@@ -1,0 +1,78 @@
+"""Per-tool statistics and the drill-down to the conversations that used a tool."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from flask import Blueprint, request
+
+from ..queries import tool_stats as queries
+from .common import BadParameter, bad_parameter_response, cursor_arg, not_found, respond
+from .context import current_project
+from .cursors import encode
+
+bp = Blueprint("tools", __name__)
+
+# Sort keys of the tools table; larger first except for the name.
+SORT_KEYS = {
+    "calls": lambda s: s.calls,
+    "errors": lambda s: s.error_rate,
+    "p50": lambda s: s.p50_ms or 0.0,
+    "p95": lambda s: s.p95_ms or 0.0,
+    "size": lambda s: s.avg_response_bytes or 0.0,
+    "tokens": lambda s: s.avg_response_tokens or 0.0,
+    "last_seen": lambda s: s.last_seen.timestamp() if s.last_seen else 0.0,
+}
+CONVERSATIONS_PER_PAGE = 50
+MAX_NAME_CHARS = 255
+
+
+@bp.get("/tools", defaults={"fmt": "html"})
+@bp.get("/tools.json", defaults={"fmt": "json"})
+def tools_get(fmt: str):
+    sort = request.args.get("sort", "calls")
+    if sort not in (*SORT_KEYS, "name"):
+        return bad_parameter_response(
+            BadParameter("sort", f"must be one of name, {', '.join(SORT_KEYS)}"), fmt
+        )
+    stats = queries.tool_stats(current_project().id)
+    if sort == "name":
+        stats.sort(key=lambda s: s.function_name)
+    else:
+        stats.sort(key=SORT_KEYS[sort], reverse=True)
+    data = {"object": "list", "data": stats, "sort": sort}
+    return respond(data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data"))
+
+
+@bp.get("/tools/usage", defaults={"fmt": "html"})
+@bp.get("/tools/usage.json", defaults={"fmt": "json"})
+def tool_get(fmt: str):
+    """One tool: its statistics and the conversations that called it (keyset paged)."""
+    name = request.args.get("name", "")
+    try:
+        if not name or len(name) > MAX_NAME_CHARS:
+            raise BadParameter("name", f"a function name of 1 to {MAX_NAME_CHARS} characters")
+        after = cursor_arg()
+        if after is not None and not isinstance(after[0], datetime):
+            raise BadParameter("cursor", "is not a tool usage cursor")
+    except BadParameter as exc:
+        return bad_parameter_response(exc, fmt)
+    project = current_project()
+    stats = queries.tool_stats(project.id, name) if after is None else []
+    if after is None and not stats:
+        return not_found("tool")
+    rows, more = queries.conversations_using(project.id, name, after, CONVERSATIONS_PER_PAGE)
+    last = rows[-1] if rows else None
+    data = {
+        "name": name,
+        "stats": stats[0] if stats else None,
+        "conversations": rows,
+        "has_more": more,
+        "next_cursor": encode(last.last_used, last.conversation_id) if more and last else None,
+    }
+    return respond(
+        data,
+        page="tools/tool.html",
+        fragment="tools/_conversation_rows.html" if after else None,
+        fmt=fmt,
+    )
