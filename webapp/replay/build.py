@@ -47,8 +47,8 @@ from .jsonfast import dumps
 from .options import ReplayOptions, heuristic_tokens
 from .units import MESSAGE_OVERHEAD, CallOut, DiagnosticLog, Unit
 
-_call_order = attrgetter("round_index", "sequence_index", "row_id")
-_round_of = attrgetter("round_index")
+call_order = attrgetter("round_index", "sequence_index", "row_id")
+round_of = attrgetter("round_index")
 
 
 @dataclass(slots=True)
@@ -326,7 +326,7 @@ class _Builder:
             window = None
         log = self.log
         rounds: list[tuple[int, list[_Kept]]] = []
-        for round_index, group in groupby(sorted(calls, key=_call_order), key=_round_of):
+        for round_index, group in groupby(sorted(calls, key=call_order), key=round_of):
             kept: list[_Kept] = []
             seen = 0
             for c in group:
@@ -535,9 +535,10 @@ class _Builder:
         items: list[dict[str, Any]],
         cited: frozenset[int],
     ) -> str:
-        text, kept_numbers, dropped = compaction.compact(items, cited)
-        if not dropped:
+        compacted = compaction.compact(items, cited)
+        if compacted is None:
             return response
+        text, kept_numbers, dropped = compacted
         self.counters["results_compacted"] += 1
         self.log_call(
             pos,

@@ -10,7 +10,8 @@ Semantics where the seed is silent:
 * A run without final text has cited nothing *yet*; its results are left untouched rather than
   emptied (compaction happens at the end of a turn in the seed).
 * Lists with a single item lacking an integer ``source_number`` are not sources lists and are
-  left alone; so is anything that is not valid JSON.
+  left alone; so is anything that is not valid JSON, and (a shortcut that keeps large results
+  cheap) any text that does not contain ``"source_number"`` literally.
 * Only a result that actually lost items is re-serialized (compact separators, keys in their
   stored order, non-ASCII kept); otherwise the stored text is replayed byte for byte.
 """
@@ -36,8 +37,8 @@ def cited_numbers(text: str | None) -> frozenset[int]:
 def parse_sources(result: str) -> list[dict[str, Any]] | None:
     """The items of a sources list, or None when ``result`` is not one."""
     stripped = result.lstrip()
-    if not stripped.startswith("["):
-        return None
+    if not stripped.startswith("[") or '"source_number"' not in stripped:
+        return None  # cheap checks first: most results are not sources lists
     try:
         items = json.loads(stripped)
     except ValueError:
@@ -53,11 +54,13 @@ def parse_sources(result: str) -> list[dict[str, Any]] | None:
     return items
 
 
-def compact(items: list[dict[str, Any]], cited: frozenset[int]) -> tuple[str, list[int], list[int]]:
-    """Serialize the cited items; return ``(text, kept numbers, dropped numbers)``."""
-    kept = [item for item in items if item["source_number"] in cited]
-    kept_numbers = [item["source_number"] for item in kept]
-    dropped_numbers = [
-        item["source_number"] for item in items if item["source_number"] not in cited
-    ]
-    return dumps(kept), kept_numbers, dropped_numbers
+def compact(
+    items: list[dict[str, Any]], cited: frozenset[int]
+) -> tuple[str, list[int], list[int]] | None:
+    """``(text of the cited items, kept numbers, dropped numbers)``; None when all are cited."""
+    numbers = [item["source_number"] for item in items]
+    dropped = [n for n in numbers if n not in cited]
+    if not dropped:
+        return None
+    kept = [item for item, n in zip(items, numbers, strict=True) if n in cited]
+    return dumps(kept), [n for n in numbers if n in cited], dropped

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 
 ANTHROPIC_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 MAX_OPENAI_ID_LEN = 64
@@ -22,6 +23,10 @@ def derive_id(*parts: object) -> str:
     """A stable ``call_<24 hex>`` id from the given parts."""
     key = "|".join(str(p) for p in parts)
     return "call_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+def _openai_id_ok(call_id: str) -> bool:
+    return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
 
 
 def id_is_valid(call_id: str, fmt: str) -> bool:
@@ -34,18 +39,21 @@ def id_is_valid(call_id: str, fmt: str) -> bool:
 class IdAllocator:
     """Hands out payload-unique ids in payload order."""
 
-    __slots__ = ("_fmt", "_used")
+    __slots__ = ("_fmt", "_used", "_valid")
 
     def __init__(self, fmt: str) -> None:
         self._fmt = fmt
         self._used: set[str] = set()
+        self._valid: Callable[[str], object] = (
+            ANTHROPIC_ID_RE.fullmatch if fmt == "anthropic" else _openai_id_ok
+        )
 
     def assign(self, original: str, *parts: object) -> tuple[str, str | None]:
         """Return ``(id, change)`` where change is None, ``"generated"`` or ``"renamed"``.
 
         ``parts`` identify the call stably (conversation, message, round, sequence).
         """
-        if original and original not in self._used and id_is_valid(original, self._fmt):
+        if original and original not in self._used and self._valid(original):
             self._used.add(original)
             return original, None
         change = "generated" if not original else "renamed"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-from .build import _call_order, _round_of, latest_moment, sorted_messages
+from .build import call_order, latest_moment, round_of, sorted_messages
 from .diagnostics import Problem
 from .formats import render
 from .history import History
@@ -37,7 +37,7 @@ def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
             )
             continue
         calls = [c for c in m.tool_calls if as_of is None or c.created_at <= as_of]
-        for round_index, group in groupby(sorted(calls, key=_call_order), key=_round_of):
+        for round_index, group in groupby(sorted(calls, key=call_order), key=round_of):
             outs = []
             for c in group:
                 response = c.response
