@@ -1,0 +1,187 @@
+"""Loads the demo scenarios through the real JSON API (a Flask test client with a short-lived
+key), so the demo exercises validation, redaction, token counting and ingestion as agents do.
+
+Idempotent the way agents' writes are: the time of the first load is kept in each demo
+conversation's metadata, so loading again rebuilds byte-identical payloads and the API stores
+nothing new (and completes a load that was interrupted). `reset` deletes the demo's
+conversations first and reloads them with timestamps relative to now.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from flask import Flask
+from sqlalchemy import delete, select
+
+from ..auth import create_key, get_or_create_project
+from ..db import db, utcnow
+from ..models import ApiKey, Conversation, Message
+from .catalog import CHANNELS, REDACTION_RULES
+from .large import LARGE_ID, large_conversation
+from .payloads import ApiRequest, Scenario
+from .scenarios import SCENARIOS, build_all
+
+API = "/api/v1"
+LOADED_AT = "demo_loaded_at"  # metadata key of every demo conversation
+
+
+class DemoLoadError(RuntimeError):
+    """The API refused a demo request: a bug in the demo or in the API."""
+
+
+@dataclass
+class LoadReport:
+    project: str
+    loaded_at: datetime
+    loaded: list[str] = field(default_factory=list)  # new conversations
+    unchanged: list[str] = field(default_factory=list)  # were there already
+    deleted: int = 0
+    # A key made for the project because it had none (shown once).
+    new_key: str | None = None
+
+
+def load_demo(
+    app: Flask,
+    project_slug: str,
+    *,
+    reset: bool = False,
+    large: bool = False,
+    now: datetime | None = None,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> LoadReport:
+    ids = [*SCENARIOS, LARGE_ID]
+    with app.app_context():
+        project = get_or_create_project(project_slug)
+        deleted = _delete_demo_data(project.id, ids) if reset else 0
+        loaded_at = now or _first_load_time(project.id, ids) or utcnow()
+        present = _present(project.id, ids)
+        new_key = create_key(project, "demo")[1] if _has_no_active_key(project.id) else None
+        loader_key, loader_plain = create_key(project, "demo loader (deleted after loading)")
+        db.session.commit()
+        loader_key_id = loader_key.id
+    report = LoadReport(project_slug, loaded_at, deleted=deleted, new_key=new_key)
+    scenarios = _stamped(build_all(loaded_at), loaded_at)
+    if large:
+        progress("building the 10,000-call conversation ...")
+        scenarios += _stamped([large_conversation(loaded_at)], loaded_at)
+    poster = _Poster(app, loader_plain)
+    try:
+        _ensure_channels_and_rules(poster)
+        for scenario in scenarios:
+            if scenario.conversation_id in present:
+                report.unchanged.append(scenario.conversation_id)
+            else:
+                progress(f"{scenario.conversation_id}: {scenario.shows}")
+                report.loaded.append(scenario.conversation_id)
+            _post_scenario(poster, scenario)
+    finally:
+        with app.app_context():
+            db.session.execute(delete(ApiKey).where(ApiKey.id == loader_key_id))
+            db.session.commit()
+    return report
+
+
+def _stamped(scenarios: list[Scenario], loaded_at: datetime) -> list[Scenario]:
+    """Record the load time in every demo conversation's metadata (see the module docstring)."""
+    for scenario in scenarios:
+        for request in scenario.requests:
+            if request.method == "PUT" and request.body is not None:
+                request.body.setdefault("metadata", {})[LOADED_AT] = loaded_at.isoformat()
+    return scenarios
+
+
+class _Poster:
+    """Requests through the app itself, as an agent would send them over HTTP."""
+
+    def __init__(self, app: Flask, key: str):
+        self.client = app.test_client()
+        self.headers = {"Authorization": f"Bearer {key}"}
+
+    def send(self, request: ApiRequest) -> object:
+        # Flask reuses an active app context (the CLI's) for a request, and with it the database
+        # session. Run each request in an empty context so it gets its own, as over HTTP.
+        response = contextvars.Context().run(
+            self.client.open,
+            API + request.path,
+            method=request.method,
+            json=request.body,
+            headers=self.headers,
+        )
+        if response.status_code >= 300:
+            raise DemoLoadError(
+                f"{request.method} {request.path} -> {response.status_code}: "
+                f"{response.get_data(as_text=True)[:1000]}"
+            )
+        return response.get_json()
+
+
+def _post_scenario(poster: _Poster, scenario: Scenario) -> None:
+    for request in scenario.requests:
+        try:
+            poster.send(request)
+        except DemoLoadError as exc:
+            raise DemoLoadError(f"{scenario.conversation_id}: {exc}") from None
+
+
+def _ensure_channels_and_rules(poster: _Poster) -> None:
+    for name, seconds in CHANNELS.items():
+        poster.send(ApiRequest("PUT", f"/channels/{name}", {"freshness_seconds": seconds}))
+    existing = poster.send(ApiRequest("GET", "/redaction-rules"))
+    names = {rule["name"] for rule in existing["data"]}  # type: ignore[index]
+    for rule in REDACTION_RULES:
+        if rule["name"] not in names:
+            poster.send(ApiRequest("POST", "/redaction-rules", rule))
+
+
+def _present(project_id: int, conversation_ids: list[str]) -> set[str]:
+    rows = db.session.scalars(
+        select(Conversation.external_id).where(
+            Conversation.project_id == project_id,
+            Conversation.external_id.in_(conversation_ids),
+        )
+    )
+    return set(rows)
+
+
+def _first_load_time(project_id: int, conversation_ids: list[str]) -> datetime | None:
+    metadata = db.session.scalars(
+        select(Conversation.meta).where(
+            Conversation.project_id == project_id,
+            Conversation.external_id.in_(conversation_ids),
+        )
+    )
+    for meta in metadata:
+        if isinstance(meta, dict) and isinstance(meta.get(LOADED_AT), str):
+            return datetime.fromisoformat(meta[LOADED_AT])
+    return None
+
+
+def _has_no_active_key(project_id: int) -> bool:
+    active = db.session.scalar(
+        select(ApiKey.id).where(ApiKey.project_id == project_id, ApiKey.revoked_at.is_(None))
+    )
+    return active is None
+
+
+def _delete_demo_data(project_id: int, conversation_ids: list[str]) -> int:
+    """The demo's conversations (messages, calls and usage go with them by cascade), and the
+    placeholder messages of MessageTool posts a half-finished load may have left."""
+    removed = db.session.execute(
+        delete(Conversation).where(
+            Conversation.project_id == project_id,
+            Conversation.external_id.in_(conversation_ids),
+        )
+    ).rowcount
+    db.session.execute(
+        delete(Message).where(
+            Message.project_id == project_id,
+            Message.conversation_id.is_(None),
+            Message.external_id.in_([f"{cid}-1-assistant" for cid in conversation_ids]),
+        )
+    )
+    db.session.commit()
+    return removed

@@ -1,0 +1,194 @@
+"""Building blocks for demo payloads: API requests, a clock relative to "now", agent turns.
+
+Pure module (no Flask, no database): the scenarios are plain API request bodies, so the demo
+goes through exactly the code path an agent's requests take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+JSON = dict[str, Any]
+# How long the model takes to answer a service call, in the demo's made-up timeline.
+LLM_SECONDS = 1.4
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    method: str
+    path: str  # below /api/v1
+    body: JSON | None = None
+
+
+@dataclass
+class Scenario:
+    """One demo conversation: its id, what it shows, and the requests that create it."""
+
+    conversation_id: str
+    shows: str
+    requests: list[ApiRequest] = field(default_factory=list)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+def conversation_path(conversation_id: str, *rest: str | int) -> str:
+    parts = [quote(str(part), safe="") for part in (conversation_id, *rest)]
+    return "/conversations/" + "/".join(parts)
+
+
+def call_id(*parts: object) -> str:
+    """A stable OpenAI-looking tool call id, the same on every load."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
+    return "call_" + digest[:24]
+
+
+def sources(first: int, items: list[tuple[str, str, str]]) -> str:
+    """A search result as seed 000 stores it: a JSON list of numbered sources."""
+    return json.dumps(
+        [
+            {"source_number": first + n, "title": title, "url": url, "snippet": snippet}
+            for n, (title, url, snippet) in enumerate(items)
+        ]
+    )
+
+
+def usage(model: str, provider: str, input_tokens: int, output_tokens: int, cached: int = 0):
+    return {
+        "model": model,
+        "provider": provider,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_tokens": cached,
+    }
+
+
+@dataclass
+class Call:
+    """A tool call as the agent ran it. `result` None: no response was recorded."""
+
+    name: str
+    arguments: JSON | None
+    result: str | None = None
+    seconds: float = 0.3
+    is_error: bool = False
+    id: str | None = None  # None: derived from the turn; "" for an agent that sends none
+
+
+class Turn:
+    """One user message and the assistant's run: rounds of parallel calls, then the answer.
+
+    Time advances as an agent's would: the model answers a service call, the round's calls start
+    together and overlap, the next service call starts when the slowest one has finished.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        at: datetime,
+        user: str | None,
+        *,
+        model: str = "gpt-4o",
+        provider: str = "openai",
+    ):
+        self.key = key
+        self.started = at
+        self.clock = at
+        self.user_text = user
+        self.model = model
+        self.provider = provider
+        self.rounds: list[JSON] = []
+        self._input_tokens = 900
+
+    @property
+    def user_id(self) -> str:
+        return f"{self.key}-user"
+
+    @property
+    def assistant_id(self) -> str:
+        return f"{self.key}-assistant"
+
+    def round(self, *calls: Call, output_tokens: int = 60) -> Turn:
+        """A service call that asked for `calls` in parallel, and their execution."""
+        self.clock += timedelta(seconds=LLM_SECONDS)
+        requested = self.clock
+        index = len(self.rounds)
+        encoded = [self._call(index, seq, call, requested) for seq, call in enumerate(calls)]
+        slowest = max((call.seconds for call in calls), default=0.0)
+        self.clock = requested + timedelta(seconds=0.05 + slowest)
+        self.rounds.append(
+            {
+                "usage": usage(self.model, self.provider, self._input_tokens, output_tokens),
+                "calls": encoded,
+            }
+        )
+        # Every result is sent back to the next service call: the prompt grows.
+        self._input_tokens += 150 + sum(len(c.result or "") // 4 for c in calls)
+        return self
+
+    def _call(self, round_index: int, seq: int, call: Call, requested: datetime) -> JSON:
+        started = requested + timedelta(seconds=0.02 * (seq + 1))
+        ended = started + timedelta(seconds=call.seconds)
+        encoded: JSON = {
+            "id": call.id if call.id is not None else call_id(self.key, round_index, seq),
+            "name": call.name,
+            "arguments": call.arguments,
+            "sequence_index": seq,
+            "created_at": iso(requested),
+            "started_at": iso(started),
+        }
+        if call.result is not None:
+            encoded["ended_at"] = iso(ended)
+            encoded["response"] = {
+                "content": call.result,
+                "created_at": iso(ended),
+                "is_error": call.is_error,
+            }
+        return encoded
+
+    def user_message(self) -> JSON | None:
+        if self.user_text is None:
+            return None
+        return {
+            "id": self.user_id,
+            "role": "user",
+            "content": self.user_text,
+            "created_at": iso(self.started),
+        }
+
+    def assistant_message(self, content: str | None, status: str) -> JSON:
+        return {
+            "id": self.assistant_id,
+            "role": "assistant",
+            "content": content,
+            "status": status,
+            "model": self.model,
+            "created_at": iso(self.started + timedelta(milliseconds=1)),
+        }
+
+    def answer_usage(self, output_tokens: int) -> JSON:
+        """The final service call, which answered in text (no tool calls)."""
+        self.clock += timedelta(seconds=LLM_SECONDS)
+        return usage(self.model, self.provider, self._input_tokens, output_tokens)
+
+    def request(
+        self, conversation_id: str, answer: str | None, status: str = "completed"
+    ) -> ApiRequest:
+        """The whole turn as one `/turns` request (per-run persistence)."""
+        rounds = list(self.rounds)
+        if answer is not None and status == "completed":
+            rounds.append({"usage": self.answer_usage(output_tokens=len(answer) // 4), "calls": []})
+        assistant = self.assistant_message(answer, status)
+        del assistant["role"]  # implied by the turn
+        assistant["rounds"] = rounds
+        return ApiRequest(
+            "POST",
+            conversation_path(conversation_id, "turns"),
+            {"user": self.user_message(), "assistant": assistant},
+        )
