@@ -339,7 +339,10 @@ class ToolscopeClient:
         but no longer one transaction).
         """
         path = f"/conversations/{_segment(conversation_id)}/turns"
-        body = {"user": user, "assistant": {**assistant, "rounds": [dict(r) for r in rounds]}}
+        # The turn's assistant needs no role; calls take their round from the round they are in.
+        turn_assistant = {k: v for k, v in assistant.items() if k != "role"}
+        turn_rounds = [{**r, "calls": _round_calls(r.get("calls") or ())} for r in rounds]
+        body = {"user": user, "assistant": {**turn_assistant, "rounds": turn_rounds}}
         total = sum(len(r.get("calls") or ()) for r in rounds)
         if total <= MAX_TOOLS_PER_REQUEST:
             return self._write("POST", path, body)
@@ -368,7 +371,7 @@ class ToolscopeClient:
         chunks = list(_chunks(list(calls), MAX_TOOLS_PER_REQUEST)) or [[]]
         answers: list[JSON | None] = []
         for number, chunk in enumerate(chunks):
-            body: JSON = {"calls": list(chunk)}
+            body: JSON = {"calls": _round_calls(chunk)}
             # Usage with the first request, status with the last: "completed" must not arrive
             # before the calls it completes.
             if number == 0 and usage is not None:
@@ -623,8 +626,8 @@ class ToolscopeClient:
         assistant: Mapping[str, Any],
         rounds: Sequence[Mapping[str, Any]],
     ) -> JSON | None:
-        messages = [dict(user)] if user else []
-        messages.append({key: value for key, value in assistant.items() if key != "rounds"})
+        messages = [{"role": "user", **user}] if user else []
+        messages.append({"role": "assistant", **assistant})
         usage = [
             {"round_index": index, **r["usage"]} for index, r in enumerate(rounds) if r.get("usage")
         ]
@@ -644,6 +647,10 @@ class ToolscopeClient:
 
 
 # -- pure helpers ------------------------------------------------------------------------------
+
+
+def _round_calls(calls: Iterable[Mapping[str, Any]]) -> list[JSON]:
+    return [{k: v for k, v in call.items() if k != "round_index"} for call in calls]
 
 
 def _list_object(data: list[JSON]) -> JSON:
