@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .load import CALLS_PER_REQUEST, ENDPOINT_LABELS, Job, LoadGenerator
+from .load import CALLS_PER_REQUEST, ENDPOINT_LABELS, WARM_UP_MARK, Job, LoadGenerator
 from .server import Server
 
 
@@ -80,7 +80,6 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
     assert ctx.server is not None and ctx.load is not None
     figures = []
     for endpoint in ("messages-tools", "turns"):
-        stored_before = _stored_calls(ctx.server_database_url)
         job = Job(
             endpoint=endpoint,
             base_url=ctx.server.base_url,
@@ -91,7 +90,7 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
         )
         ctx.say(f"  {ENDPOINT_LABELS[endpoint]} ...")
         result = ctx.load.run(job)
-        stored = _stored_calls(ctx.server_database_url)
+        stored = _stored_calls(ctx.server_database_url, ctx.run_id, endpoint)
         values: dict[str, Any] = {
             "calls_per_second": round(result.calls_per_second, 1),
             "requests_per_second": round(result.requests_per_second, 1),
@@ -106,8 +105,8 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             "client_processes": result.processes,
             "client_cpu_per_process": round(result.client_cpu_share, 3),
         }
-        if stored is not None and stored_before is not None:
-            values["stored_calls"] = stored - stored_before
+        if stored is not None:
+            values["stored_calls"] = stored
         text = (
             f"{result.calls_per_second:>9,.0f} calls/s {result.requests_per_second:>7,.1f} req/s"
             f"   p50 {values['p50_ms']:.1f} ms  p95 {values['p95_ms']:.1f} ms"
@@ -131,15 +130,27 @@ def _requests_per_process(ctx: BenchContext) -> int | None:
     return max(1, -(-requests // processes))
 
 
-def _stored_calls(database_url: str | None) -> int | None:
-    """Rows actually in the database: the check that nothing acknowledged was lost."""
+def _stored_calls(database_url: str | None, run_id: str, endpoint: str) -> int | None:
+    """Calls of this run's measured requests actually in the database (warm-up requests left
+    out): the check that nothing acknowledged was lost."""
     if database_url is None:
         return None
     import sqlalchemy as sa
 
+    from ..models import Message, ToolInvocation
+
+    measured = Message.external_id.like(f"{run_id}-{endpoint}-w%") & ~Message.external_id.like(
+        f"%{WARM_UP_MARK}%"
+    )
+    query = (
+        sa.select(sa.func.count())
+        .select_from(ToolInvocation)
+        .join(Message, Message.id == ToolInvocation.message_id)
+        .where(measured)
+    )
     engine = sa.create_engine(database_url)
     try:
         with engine.connect() as conn:
-            return conn.execute(sa.text("SELECT count(*) FROM tool_invocation")).scalar_one()
+            return conn.execute(query).scalar_one()
     finally:
         engine.dispose()
