@@ -171,8 +171,6 @@ def register_routes(bp: APIBlueprint) -> None:
         first without responses and again later with them."""
         cid = _check_id("path.cid", path.cid)
         mid = _check_id("path.mid", path.mid)
-        if path.round_index < 0 or path.round_index > 2**31 - 1:
-            raise Invalid("path.round_index", "must be a non-negative integer")
         drafts.check_count("calls", len(body.calls), "MAX_TOOLS_PER_REQUEST", "tool calls")
         draft = MessageDraft(
             field="message",

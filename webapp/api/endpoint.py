@@ -25,6 +25,7 @@ from typing import Any, get_type_hints
 from flask import current_app, request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
 from ..db import begin_write, db
@@ -50,6 +51,11 @@ def parse_body(model: type[BaseModel]) -> BaseModel:
             f"got {request.mimetype or 'no content type'!r}",
         )
     raw = request.get_data(cache=False)
+    limit = request.max_content_length
+    if limit is not None and request.content_length is None and len(raw) >= limit:
+        # A chunked body (no Content-Length) is cut at the limit by werkzeug, which raises
+        # only for bodies that announce their length: treat reaching the limit as exceeding it.
+        raise RequestEntityTooLarge()
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON object")
     try:

@@ -309,7 +309,7 @@ class MessagePath(BaseModel):
 class RoundPath(BaseModel):
     cid: str
     mid: str
-    round_index: int
+    round_index: Index
 
 
 class ChannelPath(BaseModel):

@@ -1,0 +1,355 @@
+"""Bad input gets a clear JSON error with the right status, and writes nothing. Never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+from api_support import assert_error, native_call, row_counts, tool_item
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import update
+
+from webapp.db import db, utcnow
+from webapp.models import ApiKey
+
+TOOLS_URL = "/api/v1/messages/tools"
+MAX_BODY = 64 * 1024
+MAX_RESULT = 1000
+
+WRITE_URLS = [
+    ("post", TOOLS_URL),
+    ("put", "/api/v1/conversations/c1"),
+    ("post", "/api/v1/conversations/c1/messages"),
+    ("post", "/api/v1/conversations/c1/turns"),
+    ("post", "/api/v1/conversations/c1/messages/m1/rounds/0"),
+    ("post", "/api/v1/conversations/c1/import"),
+    ("put", "/api/v1/channels/bot"),
+    ("post", "/api/v1/redaction-rules"),
+]
+
+
+@pytest.fixture
+def app_config():
+    return {"MAX_BODY_BYTES": MAX_BODY, "MAX_RESULT_BYTES": MAX_RESULT}
+
+
+def post_tools(client, key, tools, message_id="m1"):
+    return client.post(
+        TOOLS_URL, json={"messageId": message_id, "tools": tools}, headers=key.headers
+    )
+
+
+# --- Malformed requests: 400 ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "url"), WRITE_URLS)
+def test_malformed_json_is_400_on_every_write_endpoint(app, client, project_key, method, url):
+    response = client.open(
+        url,
+        method=method,
+        data='{"messageId": "m1", "tools": [',
+        headers={**project_key.headers, "Content-Type": "application/json"},
+    )
+    body = assert_error(response, 400, "malformed")
+    assert "malformed JSON" in body["message"]
+    assert sum(row_counts(app).values()) == 0
+
+
+@pytest.mark.parametrize(("method", "url"), WRITE_URLS)
+def test_a_body_that_is_not_declared_json_is_400(app, client, project_key, method, url):
+    response = client.open(
+        url,
+        method=method,
+        data=json.dumps({"messageId": "m1", "tools": []}),
+        headers={**project_key.headers, "Content-Type": "text/plain"},
+    )
+    body = assert_error(response, 400, "malformed")
+    assert "application/json" in body["message"]
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_json_with_a_charset_or_a_json_suffix_type_is_accepted(client, project_key):
+    for content_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        response = client.post(
+            TOOLS_URL,
+            data=json.dumps({"messageId": "m1", "tools": [tool_item()]}),
+            headers={**project_key.headers, "Content-Type": content_type},
+        )
+        assert response.status_code == 201, content_type
+
+
+def test_an_empty_body_and_invalid_utf8_are_400(client, project_key):
+    headers = {**project_key.headers, "Content-Type": "application/json"}
+    assert_error(client.post(TOOLS_URL, data="", headers=headers), 400, "malformed")
+    assert_error(client.post(TOOLS_URL, data=b"\xff\xfe{}", headers=headers), 400, "malformed")
+
+
+def test_a_json_document_that_is_not_an_object_is_422(client, project_key):
+    assert_error(client.post(TOOLS_URL, json=[1, 2], headers=project_key.headers), 422, "invalid")
+
+
+# --- Authentication: 401 ---------------------------------------------------------------------
+
+
+def test_a_missing_key_is_401(app, client):
+    response = client.post(TOOLS_URL, json={"messageId": "m1", "tools": [tool_item()]})
+    body = assert_error(response, 401, "unauthorized")
+    assert "Bearer" in body["message"]
+    assert sum(row_counts(app).values()) == 0
+
+
+@pytest.mark.parametrize(
+    "header", ["Bearer ts_not_a_real_key", "Basic dXNlcjpwYXNz", "Bearer ", "ts_no_scheme"]
+)
+def test_an_invalid_key_is_401(app, client, header):
+    response = client.post(
+        TOOLS_URL,
+        json={"messageId": "m1", "tools": [tool_item()]},
+        headers={"Authorization": header},
+    )
+    assert_error(response, 401, "unauthorized")
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_revoked_key_is_401(app, client, project_key):
+    with app.app_context():
+        db.session.execute(update(ApiKey).values(revoked_at=utcnow()))
+        db.session.commit()
+    body = assert_error(post_tools(client, project_key, [tool_item()]), 401, "unauthorized")
+    assert "revoked" in body["message"]
+    assert row_counts(app)["tool_invocation"] == 0
+
+
+def test_401_comes_before_the_body_is_judged(client):
+    response = client.post(TOOLS_URL, data="{oops", headers={"Content-Type": "application/json"})
+    assert_error(response, 401, "unauthorized")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        TOOLS_URL + "?messageIds=m1",
+        "/api/v1/conversations",
+        "/api/v1/conversations/c1",
+        "/api/v1/channels",
+        "/api/v1/redaction-rules",
+    ],
+)
+def test_reads_need_a_key_too(client, url):
+    assert_error(client.get(url), 401, "unauthorized")
+
+
+# --- Too large: 413 --------------------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_is_413_as_json(app, client, project_key):
+    big = [tool_item(0, i, response="x" * 900) for i in range(50)]
+    data = json.dumps({"messageId": "m1", "tools": big * 2})
+    assert len(data) > MAX_BODY
+    response = client.post(
+        TOOLS_URL, data=data, headers={**project_key.headers, "Content-Type": "application/json"}
+    )
+    body = assert_error(response, 413, "too_large")
+    assert body["details"]["limit"] == MAX_BODY
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_chunked_body_over_the_limit_is_413_as_json(app, live_server, project_key):
+    """No Content-Length: werkzeug counts the bytes as they arrive and stops at the limit."""
+
+    def chunks():
+        yield b'{"messageId": "m1", "tools": [], "padding": "'
+        for _ in range(MAX_BODY // 1000 + 5):
+            yield b"x" * 1000
+        yield b'"}'
+
+    response = requests.post(
+        live_server + TOOLS_URL,
+        data=chunks(),
+        headers={**project_key.headers, "Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 413
+    assert response.json()["error"] == "too_large"
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_chunked_body_under_the_limit_is_accepted(live_server, project_key):
+    payload = json.dumps({"messageId": "m1", "tools": [tool_item()]}).encode()
+    response = requests.post(
+        live_server + TOOLS_URL,
+        data=iter([payload[:10], payload[10:]]),
+        headers={**project_key.headers, "Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 201, response.text
+
+
+# --- Invalid content: 422, naming the field -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "field"),
+    [
+        ({**tool_item(), "roundIndex": -1}, "tools.1.roundIndex"),
+        ({**tool_item(), "sequenceIndex": -3}, "tools.1.sequenceIndex"),
+        ({**tool_item(), "roundIndex": 2**31}, "tools.1.roundIndex"),
+        ({**tool_item(), "roundIndex": "first"}, "tools.1.roundIndex"),
+        ({**tool_item(), "arguments": ["not", "an", "object"]}, "tools.1.arguments"),
+        ({**tool_item(), "functionName": 42}, "tools.1.functionName"),
+        ({**tool_item(), "functionName": ""}, "tools.1.functionName"),
+        ({**tool_item(), "functionName": "f\x00"}, "tools.1.functionName"),
+        ({**tool_item(), "externalToolCallId": "x" * 256}, "tools.1.externalToolCallId"),
+        ({**tool_item(), "response": {"content": 7}}, "tools.1.response.content"),
+        ({k: v for k, v in tool_item().items() if k != "functionName"}, "tools.1.functionName"),
+    ],
+)
+def test_invalid_tool_fields_are_422_with_their_path(app, client, project_key, tool, field):
+    response = post_tools(client, project_key, [tool_item(0, 0), tool])
+    assert_error(response, 422, "invalid", field=field)
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_result_over_the_size_limit_is_422_naming_the_limit(app, client, project_key):
+    tools = [tool_item(0, 0, response="ok"), tool_item(0, 1, response="é" * 501)]  # 1002 bytes
+    body = assert_error(
+        post_tools(client, project_key, tools), 422, "invalid", field="tools.1.response.content"
+    )
+    assert body["details"][0]["limit"] == MAX_RESULT
+    assert "1002 bytes" in body["message"]
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_nan_in_arguments_is_422(app, client, project_key):
+    response = client.post(
+        TOOLS_URL,
+        data='{"messageId": "m1", "tools": [{"externalToolCallId": "", "functionName": "f", '
+        '"arguments": {"x": NaN}, "roundIndex": 0, "sequenceIndex": 0}]}',
+        headers={**project_key.headers, "Content-Type": "application/json"},
+    )
+    assert_error(response, 422, "invalid", field="tools.0.arguments")
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_nul_characters_in_results_and_arguments_are_stored_as_replacement_chars(
+    client, project_key
+):
+    tools = [tool_item(0, 0, arguments={"q": "a\x00b"}, response="out\x00put")]
+    stored = post_tools(client, project_key, tools).get_json()["data"][0]
+    assert stored["arguments"] == {"q": "a\ufffdb"}
+    assert stored["response"]["content"] == "out\ufffdput"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"messages": [{"id": "m1", "role": "robot"}]}, "messages.0.role"),
+        ({"messages": [{"id": "m1", "role": "user", "status": "done"}]}, "messages.0.status"),
+        (
+            {"messages": [{"id": "m1", "role": "user", "created_at": "yesterday"}]},
+            "messages.0.created_at",
+        ),
+        ({"messages": [{"id": "m1", "role": "user", "colour": "red"}]}, "messages.0.colour"),
+        ({"messages": [{"id": "", "role": "user"}]}, "messages.0.id"),
+        ({"messages": [{"id": "a", "role": "user", "status": "completed"}]}, "messages.0.status"),
+        (
+            {"messages": [{"id": "a", "role": "user", "tool_calls": [native_call()]}]},
+            "messages.0.tool_calls",
+        ),
+        (
+            {
+                "messages": [
+                    {"id": "a", "role": "assistant", "tool_calls": [native_call(round_index=-1)]}
+                ]
+            },
+            "messages.0.tool_calls.0.round_index",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "id": "a",
+                        "role": "assistant",
+                        "usage": [{"round_index": 0, "input_tokens": -5}],
+                    }
+                ]
+            },
+            "messages.0.usage.0.input_tokens",
+        ),
+        ({"messages": [{"id": "a", "role": "user"}, {"id": "a", "role": "user"}]}, "messages.1.id"),
+    ],
+)
+def test_invalid_messages_are_422_with_their_path(app, client, project_key, body, field):
+    response = client.post(
+        "/api/v1/conversations/c1/messages", json=body, headers=project_key.headers
+    )
+    assert_error(response, 422, "invalid", field=field)
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_negative_round_in_the_url_is_422(app, client, project_key):
+    response = client.post(
+        "/api/v1/conversations/c1/messages/m1/rounds/-1",
+        json={"calls": [{"id": "c", "name": "search"}]},
+        headers=project_key.headers,
+    )
+    assert_error(response, 422, "invalid", field="path.round_index")
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_an_over_long_conversation_id_in_the_url_is_422(app, client, project_key):
+    response = client.post(
+        "/api/v1/conversations/" + "c" * 256 + "/messages",
+        json={"messages": [{"id": "m1", "role": "user"}]},
+        headers=project_key.headers,
+    )
+    assert_error(response, 422, "invalid", field="path.cid")
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_metadata_with_nan_is_422(app, client, project_key):
+    response = client.put(
+        "/api/v1/conversations/c1",
+        data='{"metadata": {"score": NaN}}',
+        headers={**project_key.headers, "Content-Type": "application/json"},
+    )
+    assert_error(response, 422, "invalid", field="metadata")
+    assert sum(row_counts(app).values()) == 0
+
+
+# --- Never a 500 ----------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+tool_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "externalToolCallId": json_values,
+        "functionName": json_values,
+        "arguments": json_values,
+        "roundIndex": st.integers() | json_values,
+        "sequenceIndex": st.integers() | json_values,
+        "response": st.none() | st.fixed_dictionaries({"content": json_values}),
+    },
+)
+bodies = st.one_of(
+    json_values,
+    st.fixed_dictionaries({"messageId": json_values, "tools": st.lists(tool_like, max_size=4)}),
+    st.fixed_dictionaries({"messages": st.lists(json_values, max_size=3)}),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=bodies, target=st.sampled_from(WRITE_URLS))
+def test_arbitrary_json_never_causes_a_server_error(client, project_key, body, target):
+    method, url = target
+    response = client.open(url, method=method, json=body, headers=project_key.headers)
+    assert response.status_code < 500, response.get_data(as_text=True)
+    assert response.is_json
