@@ -144,6 +144,8 @@ def _replay(history: History, options: ReplayOptions) -> ReplayResult:
     stats: dict[str, Any] = {
         "format": fmt,
         "as_of": plan.as_of.isoformat() if plan.as_of is not None else None,
+        "freshness_seconds": options.freshness_seconds,
+        "persistence": options.persistence,
         "messages": len(messages),
         "calls_total": counters["calls_total"],
         "calls_included": counters["calls_included"],
