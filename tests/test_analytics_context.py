@@ -7,10 +7,10 @@ tests can check the same numbers end to end.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from analytics_data import PARAMS, at, call, hand_history
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,85 +20,9 @@ from webapp.attribution import ToolAttribution
 from webapp.pricing import PriceOverride
 from webapp.replay import ReplayOptions, make_synthetic_history
 from webapp.replay.build import build_plan, sorted_messages
-from webapp.replay.history import History, Message, ServiceCall, ToolCall, ToolDefinition
+from webapp.replay.history import History, Message, ServiceCall
 from webapp.replay.options import heuristic_tokens
 from webapp.tokens import count_tokens, get_encoding
-
-T0 = datetime(2025, 3, 10, 9, 0, tzinfo=UTC)
-PARAMS = {"type": "object", "properties": {"q": {"type": "string"}}}
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def call(row: int, rnd: int, seq: int, name: str, response: str | None, t: float) -> ToolCall:
-    return ToolCall(
-        row_id=row,
-        external_id=f"call_{row}",
-        function_name=name,
-        arguments={"q": "x"},
-        round_index=rnd,
-        sequence_index=seq,
-        created_at=at(t),
-        response=response,
-        response_created_at=None if response is None else at(t + 0.5),
-    )
-
-
-def usage(rnd: int, input_tokens: int, t: float) -> ServiceCall:
-    return ServiceCall(rnd, "gpt-4o", input_tokens, 10, 0, at(t))
-
-
-def hand_history() -> tuple[History, StoredCounts]:
-    """Rows 1-6 are messages, 11-14 tool calls; token counts as stored at ingestion."""
-    messages = (
-        Message(1, "u1", "user", "Find the revenue", at(0)),
-        Message(
-            2,
-            "a1",
-            "assistant",
-            "Revenue was up.",
-            at(1),
-            "completed",
-            "gpt-4o",
-            (
-                call(11, 0, 0, "search", "r" * 100, 2),
-                call(12, 0, 1, "fetch", "r" * 300, 2.2),
-                call(13, 1, 0, "search", "r" * 50, 4),
-            ),
-            (usage(0, 120, 1.5), usage(1, 560, 3.5), usage(2, 640, 5)),
-        ),
-        Message(3, "u2", "user", "And costs?", at(60)),
-        Message(
-            4,
-            "a2",
-            "assistant",
-            "Done.",
-            at(61),
-            "completed",
-            "gpt-4o",
-            (call(14, 0, 0, "fetch", "r" * 1000, 62),),
-            (usage(0, 700, 61.5), usage(1, 1710, 63)),
-        ),
-        Message(5, "u3", "user", "Thanks", at(400)),
-        Message(
-            6, "a3", "assistant", "Bye", at(401), "completed", "gpt-4o", (), (usage(0, 90, 401.5),)
-        ),
-    )
-    history = History(
-        conversation_id="c1",
-        channel=None,
-        system_prompt="You are a helpful assistant.",
-        tool_definitions=(ToolDefinition("search", "Search the docs.", PARAMS),),
-        messages=messages,
-    )
-    counts = StoredCounts(
-        arguments={11: 7, 12: 4, 13: 6, 14: 5},
-        results={11: 100, 12: 300, 13: 50, 14: 1000},
-        messages={1: 5, 2: 8, 3: 4, 4: 2, 5: 3, 6: 1},
-    )
-    return history, counts
 
 
 def o200k(text: str) -> int:

@@ -1,0 +1,95 @@
+"""The filters every project chart follows (period, channel, tool), parsed from query arguments.
+
+Pure module. Argument names match the conversations list (``from``, ``to``, ``channel``), so a
+link can carry the same filters from one page to the other. Days are UTC days.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+__all__ = ["DEFAULT_DAYS", "PRESETS", "ChartFilters", "FilterError", "parse_filters"]
+
+DEFAULT_DAYS = 30
+PRESETS = (7, 30, 90)
+MAX_DAYS = 3660  # ten years of daily points is still a light chart
+MAX_NAME = 255  # channel and tool names are stored in columns of this size
+
+
+class FilterError(ValueError):
+    """A query argument the charts cannot use (answered with 422)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ChartFilters:
+    date_from: date
+    date_to: date
+    channel: str | None = None
+    tool: str | None = None
+
+    @property
+    def start(self) -> datetime:
+        """First instant of the period (UTC)."""
+        return datetime.combine(self.date_from, time.min, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        """First instant after the period (UTC)."""
+        return datetime.combine(self.date_to + timedelta(days=1), time.min, tzinfo=UTC)
+
+    @property
+    def days(self) -> list[date]:
+        return [
+            self.date_from + timedelta(days=i)
+            for i in range((self.date_to - self.date_from).days + 1)
+        ]
+
+    def query_args(self) -> dict[str, str]:
+        """As URL query arguments, for links, CSV downloads and the address bar."""
+        args = {"from": self.date_from.isoformat(), "to": self.date_to.isoformat()}
+        if self.channel:
+            args["channel"] = self.channel
+        if self.tool:
+            args["tool"] = self.tool
+        return args
+
+    def preset(self, days: int) -> dict[str, str]:
+        """The same filters over the last ``days`` days ending on ``date_to``."""
+        args = self.query_args()
+        args["from"] = (self.date_to - timedelta(days=days - 1)).isoformat()
+        return args
+
+
+def _day(args: Mapping[str, str], name: str, default: date) -> date:
+    raw = (args.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise FilterError(name, "must be a date like 2025-01-31") from None
+
+
+def _name(args: Mapping[str, str], name: str) -> str | None:
+    raw = (args.get(name) or "").strip()
+    if len(raw) > MAX_NAME:
+        raise FilterError(name, f"must be at most {MAX_NAME} characters")
+    return raw or None
+
+
+def parse_filters(args: Mapping[str, str], today: date) -> ChartFilters:
+    """Filters from query arguments; the default period is the last 30 days up to ``today``."""
+    date_to = _day(args, "to", today)
+    date_from = _day(args, "from", date_to - timedelta(days=DEFAULT_DAYS - 1))
+    if date_from > date_to:
+        raise FilterError("from", "must not be after 'to'")
+    if (date_to - date_from).days >= MAX_DAYS:
+        raise FilterError("from", f"the period can be at most {MAX_DAYS} days")
+    return ChartFilters(date_from, date_to, _name(args, "channel"), _name(args, "tool"))

@@ -1,0 +1,220 @@
+"""What each analytics page shows: queries from :mod:`.queries`, charts from the pure modules.
+
+Only the queries a requested chart needs are run, so a CSV download of one chart does not pay
+for the others. Everything here runs a fixed number of SQL statements (see the tests).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..attribution import ToolAttribution
+from ..pricing import PriceOverride
+from ..replay.options import PERSISTENCE_MODES, Persistence
+from ..tokens import count_tokens
+from . import conversation_charts, project_charts, queries
+from .context import ConversationContext, conversation_context
+from .filters import ChartFilters, FilterError
+from .tables import Chart
+from .tool_costs import InputPrices, merge_attributions, tool_attribution
+from .windows import context_window
+
+__all__ = [
+    "ATTRIBUTION_MAX_CONVERSATIONS",
+    "ConversationOptions",
+    "conversation_charts_for",
+    "parse_conversation_options",
+    "parse_overrides",
+    "project_charts_for",
+]
+
+log = logging.getLogger(__name__)
+
+# Project-wide attribution replays conversations in Python; the most recently active ones
+# within the filters are used, and the chart says so when there are more.
+ATTRIBUTION_MAX_CONVERSATIONS = 200
+MAX_BUDGET = 100_000_000
+MAX_FRESHNESS = 10 * 365 * 24 * 3600
+
+
+def parse_overrides(raw: Mapping[str, Any] | None) -> dict[str, PriceOverride]:
+    """The project's valid price overrides (an invalid one is skipped, as ingestion does)."""
+    parsed = {}
+    for model, value in (raw or {}).items():
+        try:
+            parsed[model] = PriceOverride.from_dict(value)
+        except (ValueError, TypeError, AttributeError):
+            log.warning("price override for %r is invalid and ignored", model)
+    return parsed
+
+
+def _prices(overrides: Mapping[str, PriceOverride], loaded: Iterable[queries.LoadedConversation]):
+    providers = {
+        (c.message_row_id, c.round_index): c.provider for conv in loaded for c in conv.costs
+    }
+    return InputPrices(overrides, providers)
+
+
+def _context(
+    conv: queries.LoadedConversation,
+    freshness_seconds: float | None,
+    persistence: Persistence,
+) -> ConversationContext:
+    return conversation_context(
+        conv.history,
+        conv.counts,
+        count=count_tokens,
+        freshness_seconds=freshness_seconds,
+        persistence=persistence,
+    )
+
+
+# --- project ----------------------------------------------------------------------------------
+
+
+def project_attribution(
+    project_id: int, overrides: Mapping[str, PriceOverride], f: ChartFilters
+) -> tuple[list[ToolAttribution], tuple[str, ...]]:
+    ids, total = queries.active_conversation_ids(project_id, f, ATTRIBUTION_MAX_CONVERSATIONS)
+    loaded = queries.load_conversations(project_id, ids)
+    prices = _prices(overrides, loaded)
+    parts = [
+        tool_attribution(_context(conv, conv.freshness_seconds, "per-run"), prices)
+        for conv in loaded
+    ]
+    merged = merge_attributions(parts)
+    if f.tool:
+        merged = [a for a in merged if a.function_name == f.tool]
+    notes = [
+        "Replay as configured: per-run persistence, each conversation's freshness window.",
+    ]
+    if total > len(ids):
+        notes.append(
+            f"Based on the {len(ids):,} most recently active of {total:,} conversations in "
+            "the period."
+        )
+    return merged, tuple(notes)
+
+
+def project_charts_for(
+    project_id: int,
+    overrides: Mapping[str, PriceOverride],
+    f: ChartFilters,
+    names: Iterable[str] = project_charts.PROJECT_CHARTS,
+) -> dict[str, Chart]:
+    """The named project charts, in ``PROJECT_CHARTS`` order."""
+    wanted = set(names)
+    days = f.days
+    usage = queries.daily_usage(project_id, f) if wanted & {"cost", "tokens"} else []
+    activity = queries.daily_tool_activity(project_id, f) if wanted & {"tokens", "errors"} else []
+    charts: dict[str, Chart] = {}
+    for name in project_charts.PROJECT_CHARTS:
+        if name not in wanted:
+            continue
+        if name == "cost":
+            charts[name] = project_charts.cost_chart(usage, days)
+        elif name == "tokens":
+            charts[name] = project_charts.tokens_chart(usage, activity, days)
+        elif name == "tool-cost":
+            attributions, notes = project_attribution(project_id, overrides, f)
+            charts[name] = project_charts.tool_cost_chart(attributions, notes)
+        elif name == "result-sizes":
+            charts[name] = project_charts.result_sizes_chart(queries.result_sizes(project_id, f))
+        elif name == "errors":
+            charts[name] = project_charts.error_rate_chart(activity, days)
+    return charts
+
+
+# --- conversation -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationOptions:
+    """Replay settings the conversation charts follow (the replay preview's options)."""
+
+    persistence: Persistence = "per-run"
+    freshness_seconds: int | None = None
+    freshness_given: bool = False  # False: the channel's, else the project's window
+    budget: int | None = None
+
+    def query_args(self) -> dict[str, str]:
+        args: dict[str, str] = {}
+        if self.persistence != "per-run":
+            args["persistence"] = self.persistence
+        if self.freshness_given:
+            args["freshness"] = (
+                "off" if self.freshness_seconds is None else str(self.freshness_seconds)
+            )
+        if self.budget is not None:
+            args["budget"] = str(self.budget)
+        return args
+
+
+def _bounded_int(args: Mapping[str, str], name: str, maximum: int) -> int | None:
+    raw = (args.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FilterError(name, "must be a whole number") from None
+    if not 0 <= value <= maximum:
+        raise FilterError(name, f"must be between 0 and {maximum}")
+    return value
+
+
+def parse_conversation_options(args: Mapping[str, str]) -> ConversationOptions:
+    persistence = (args.get("persistence") or "per-run").strip()
+    if persistence not in PERSISTENCE_MODES:
+        raise FilterError("persistence", f"must be one of {', '.join(PERSISTENCE_MODES)}")
+    raw_freshness = (args.get("freshness") or "").strip().lower()
+    given = bool(raw_freshness)
+    freshness = (
+        None if raw_freshness in ("", "off") else _bounded_int(args, "freshness", MAX_FRESHNESS)
+    )
+    budget = _bounded_int(args, "budget", MAX_BUDGET)
+    return ConversationOptions(persistence, freshness, given, budget)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationCharts:
+    conversation: queries.LoadedConversation
+    freshness_seconds: int | None
+    charts: dict[str, Chart]
+
+
+def conversation_charts_for(
+    project_id: int,
+    overrides: Mapping[str, PriceOverride],
+    conversation_id: int,
+    options: ConversationOptions,
+    names: Iterable[str] = conversation_charts.CONVERSATION_CHARTS,
+) -> ConversationCharts | None:
+    """The conversation's charts, or None when it is not in the project."""
+    loaded = queries.load_conversations(project_id, [conversation_id])
+    if not loaded:
+        return None
+    conv = loaded[0]
+    freshness = conv.freshness_seconds if not options.freshness_given else options.freshness_seconds
+    ctx = _context(conv, freshness, options.persistence)
+    wanted = set(names)
+    charts: dict[str, Chart] = {}
+    for name in conversation_charts.CONVERSATION_CHARTS:
+        if name not in wanted:
+            continue
+        if name == "context":
+            bar_models = {b.model for b in ctx.bars}
+            provider = next((c.provider for c in conv.costs if c.provider), None)
+            window = context_window(ctx.model, provider if len(bar_models) <= 1 else None)
+            charts[name] = conversation_charts.context_chart(ctx, window, options.budget)
+        elif name == "result-tokens":
+            charts[name] = conversation_charts.result_tokens_chart(ctx, conv.history)
+        elif name == "turn-cost":
+            charts[name] = conversation_charts.turn_cost_chart(ctx, conv.costs)
+        elif name == "tool-cost":
+            attribution = tool_attribution(ctx, _prices(overrides, [conv]))
+            charts[name] = project_charts.tool_cost_chart(merge_attributions([attribution]))
+    return ConversationCharts(conv, freshness, charts)
