@@ -344,6 +344,17 @@ def simple_conversation(
     return conv
 
 
+def assistant_ids(conv: Conversation) -> list[int]:
+    """Row ids of the conversation's assistant messages, in timeline order."""
+    return list(
+        db.session.scalars(
+            select(Message.id)
+            .where(Message.conversation_id == conv.id, Message.role == "assistant")
+            .order_by(Message.created_at, Message.id)
+        )
+    )
+
+
 def big_conversation(
     project_id: int,
     external_id: str = "conv-big",

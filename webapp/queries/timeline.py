@@ -285,7 +285,7 @@ class LiveState:
 
 
 def live_state(
-    conversation_id: int, after: tuple[datetime, int] | None, after_call_id: int
+    project_id: int, conversation_id: int, after: tuple[datetime, int] | None, after_call_id: int
 ) -> LiveState | None:
     """ONE query: the conversation's updated_at, whether messages follow the last one shown
     and whether calls newer than ``after_call_id`` exist in it. None if the conversation is
@@ -306,7 +306,7 @@ def live_state(
             Conversation.updated_at,
             exists(later_messages).label("new_messages"),
             exists(later_calls).label("new_calls"),
-        ).where(Conversation.id == conversation_id)
+        ).where(Conversation.id == conversation_id, Conversation.project_id == project_id)
     ).first()
     if row is None:
         return None

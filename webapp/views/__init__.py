@@ -9,23 +9,17 @@ pure view-model code (timeline grouping, badges, highlighting) in modules of thi
 
 from __future__ import annotations
 
-from flask import Flask, url_for
+from flask import Flask, current_app, url_for
 from markupsafe import Markup
 
 from .. import __version__
-from . import formatting, security
-
-# Blueprints that belong to the dashboard and get the login guard and security headers.
-GUARDED = ("conversations", "tools", "costs", "settings")
+from . import formatting
 
 
 def register(app: Flask) -> None:
     from . import assets, conversations, costs, login, settings, tools
 
-    for module in (conversations, tools, costs, settings):
-        module.bp.before_request(security.require_login)
     for module in (conversations, tools, costs, settings, login, assets):
-        module.bp.after_request(security.add_security_headers)
         app.register_blueprint(module.bp)
 
     app.config.setdefault("LIVE_POLL_SECONDS", 2)
@@ -51,7 +45,12 @@ def _template_helpers(app: Flask) -> None:
         rendered = render_value(value)
         return Markup('<pre class="code json">{}</pre>').format(rendered.html)
 
+    def has_endpoint(name: str) -> bool:
+        """Whether an optional area (replay, analytics) is installed."""
+        return name in current_app.view_functions
+
     app.jinja_env.globals.update(
+        has_endpoint=has_endpoint,
         static_url=static_url,
         plotly_url=plotly_url,
         render_json=render_json,

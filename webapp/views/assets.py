@@ -5,9 +5,11 @@ from __future__ import annotations
 from importlib import resources
 
 import plotly
-from flask import Blueprint, send_file
+from flask import send_file
 
-bp = Blueprint("assets", __name__)
+from .security import dashboard_blueprint
+
+bp = dashboard_blueprint("assets", __name__, login=False)
 
 PLOTLY_VERSION = plotly.__version__
 ONE_YEAR = 365 * 24 * 3600

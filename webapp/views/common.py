@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from flask import Response, jsonify, render_template, request
+from flask import Blueprint, Response, jsonify, render_template, request
 from markupsafe import Markup
 
 from ..errors import error_response
 from .cursors import CursorError
 from .cursors import decode as decode_cursor
+
+
+def twin_get(bp: Blueprint, rule: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a GET view at ``rule`` (``fmt="html"``) and at ``rule + ".json"``
+    (``fmt="json"``): the page and its JSON twin. The HTML rule is added first, so
+    ``url_for`` without ``fmt`` builds the page's URL."""
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        bp.add_url_rule(rule, view_func=view, methods=["GET"], defaults={"fmt": "html"})
+        bp.add_url_rule(rule + ".json", view_func=view, methods=["GET"], defaults={"fmt": "json"})
+        return view
+
+    return decorator
 
 
 def is_htmx() -> bool:

@@ -29,6 +29,13 @@ def current_project() -> ProjectRecord:
     return project
 
 
+def current_project_id() -> int:
+    """The current project's id without a query when the session names one: for polls, whose
+    own query is scoped by it (an id that no longer exists simply matches nothing)."""
+    project_id = session.get(SESSION_KEY)
+    return project_id if isinstance(project_id, int) else current_project().id
+
+
 def switcher_projects() -> list[ProjectRecord]:
     """All projects, for the switcher in the page header (called by base.html only)."""
     if "dashboard_projects" not in g:

@@ -5,19 +5,18 @@ Until then the page lists usage per model from the service calls, in one GROUP B
 
 from __future__ import annotations
 
-from flask import Blueprint
 from sqlalchemy import func, select
 
 from ..db import db
 from ..models import Message, ServiceCall
-from .common import respond
+from .common import respond, twin_get
 from .context import current_project
+from .security import dashboard_blueprint
 
-bp = Blueprint("costs", __name__)
+bp = dashboard_blueprint("costs", __name__)
 
 
-@bp.get("/costs", defaults={"fmt": "html"})
-@bp.get("/costs.json", defaults={"fmt": "json"})
+@twin_get(bp, "/costs")
 def costs_get(fmt: str):
     project = current_project()
     rows = db.session.execute(

@@ -1,5 +1,6 @@
 """The waterfall of one assistant run: each timed tool call as a bar from its start to its end,
-one row per call, coloured by round, so parallel calls visibly overlap.
+one row per call, coloured by round, so parallel calls visibly overlap; a red outline marks
+calls that reported an error.
 
 Built as a plain Plotly figure dict (no plotly.graph_objects: validation there costs more than
 the page). Plotly renders text as its own small HTML dialect, so every agent-supplied string
@@ -46,11 +47,7 @@ def run_waterfall(calls: Sequence[CallRecord]) -> dict[str, Any] | None:
         trace["x"].append(
             round(max(0.0, (call.ended_at - call.started_at).total_seconds() * 1000), 3)
         )
-        trace["customdata"].append(
-            [html.escape(call.function_name), "error" if call.is_error else "ok"]
-        )
         trace["marker"]["line"]["width"].append(2 if call.is_error else 0)
-    labels = [_label(c) for c in timed]
     return {
         "data": list(traces.values()),
         "layout": {
@@ -58,12 +55,8 @@ def run_waterfall(calls: Sequence[CallRecord]) -> dict[str, Any] | None:
             "height": 70 + ROW_HEIGHT_PX * len(timed),
             "margin": {"l": 10, "r": 10, "t": 10, "b": 40},
             "xaxis": {"title": {"text": "ms since the first call started"}, "zeroline": True},
-            "yaxis": {
-                "automargin": True,
-                "autorange": "reversed",
-                "categoryorder": "array",
-                "categoryarray": labels,
-            },
+            # Categories keep the order of first appearance: calls in (round, sequence) order.
+            "yaxis": {"automargin": True, "autorange": "reversed"},
             "showlegend": len(traces) > 1,
             "legend": {"orientation": "h", "y": -0.25},
             "paper_bgcolor": "rgba(0,0,0,0)",
@@ -85,13 +78,12 @@ def _round_trace(round_index: int) -> dict[str, Any]:
         "y": [],
         "x": [],
         "base": [],
-        "customdata": [],
         "marker": {
             "color": ROUND_COLOURS[round_index % len(ROUND_COLOURS)],
             "line": {"color": ERROR_OUTLINE, "width": []},
         },
         "hovertemplate": (
-            "%{customdata[0]}<br>starts at %{base:.0f} ms, lasts %{x:.0f} ms"
-            f"<br>%{{customdata[1]}}<extra>round {round_index}</extra>"
+            "%{y}<br>starts at %{base:.0f} ms, lasts %{x:.0f} ms"
+            f"<extra>round {round_index}</extra>"
         ),
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from flask import (
-    Blueprint,
     Response,
     current_app,
     redirect,
@@ -19,9 +18,9 @@ from ..db import db
 from ..models import Project
 from .common import is_htmx
 from .context import select_project
-from .security import require_login
+from .security import dashboard_blueprint, require_login
 
-bp = Blueprint("login", __name__)
+bp = dashboard_blueprint("login", __name__, login=False)
 
 
 def safe_next(raw: str | None) -> str:

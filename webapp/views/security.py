@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Response, redirect, request, url_for
+from flask import Blueprint, Response, redirect, request, url_for
 
 from ..auth import dashboard_login_needed
 from ..errors import error_response
@@ -51,3 +51,16 @@ def add_security_headers(response: Response) -> Response:
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("Referrer-Policy", "same-origin")
     return response
+
+
+def dashboard_blueprint(name: str, import_name: str, *, login: bool = True) -> Blueprint:
+    """A blueprint with the security headers and, unless ``login=False``, the login guard.
+
+    Hooks are attached here, once, when the module creating the blueprint is imported: an app
+    factory called many times (tests) must not attach them again.
+    """
+    bp = Blueprint(name, import_name)
+    if login:
+        bp.before_request(require_login)
+    bp.after_request(add_security_headers)
+    return bp

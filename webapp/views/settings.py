@@ -5,15 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import redirect, render_template, request, url_for
 from sqlalchemy import select
 
 from ..auth import create_key, get_or_create_project
 from ..db import begin_write, db, utcnow
 from ..models import ApiKey, Channel, Project, RedactionRule
 from ..queries import settings as queries
-from .common import jsonable, wants_json
+from .common import jsonable, twin_get, wants_json
 from .context import current_project, select_project
+from .security import dashboard_blueprint
 
 try:  # The ingestion engineer's module owns what a valid rule is.
     from ..redaction import DETECTORS, validate_rule
@@ -24,7 +25,7 @@ except ImportError:  # pragma: no cover - only while webapp.redaction is not mer
         return None
 
 
-bp = Blueprint("settings", __name__)
+bp = dashboard_blueprint("settings", __name__)
 
 RULE_KINDS = ("mask", "redact_paths", "skip")
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -46,20 +47,20 @@ def _page_data(**extra: Any) -> dict[str, Any]:
     }
 
 
-def _render(status: int = 200, **extra: Any):
-    return render_template("settings/settings.html", **_page_data(**extra)), status
+def _render(status: int = 200, data: dict[str, Any] | None = None, **extra: Any):
+    context = data if data is not None else _page_data(**extra)
+    return render_template("settings/settings.html", **context), status
 
 
 def _back(section: str):
     return redirect(url_for("settings.settings_get", _anchor=section))
 
 
-@bp.get("/settings", defaults={"fmt": "html"})
-@bp.get("/settings.json", defaults={"fmt": "json"})
+@twin_get(bp, "/settings")
 def settings_get(fmt: str):
     data = _page_data()
     if not wants_json(fmt):
-        return _render()
+        return _render(data=data)
     return {
         "project": jsonable(data["project"]),
         "keys": [

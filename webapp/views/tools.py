@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Blueprint, request
+from flask import request
 
 from ..queries import tool_stats as queries
-from .common import BadParameter, bad_parameter_response, cursor_arg, not_found, respond
+from .common import BadParameter, bad_parameter_response, cursor_arg, not_found, respond, twin_get
 from .context import current_project
 from .cursors import encode
+from .security import dashboard_blueprint
 
-bp = Blueprint("tools", __name__)
+bp = dashboard_blueprint("tools", __name__)
 
 # Sort keys of the tools table; larger first except for the name.
 SORT_KEYS = {
@@ -27,8 +28,7 @@ CONVERSATIONS_PER_PAGE = 50
 MAX_NAME_CHARS = 255
 
 
-@bp.get("/tools", defaults={"fmt": "html"})
-@bp.get("/tools.json", defaults={"fmt": "json"})
+@twin_get(bp, "/tools")
 def tools_get(fmt: str):
     sort = request.args.get("sort", "calls")
     if sort not in (*SORT_KEYS, "name"):
@@ -44,8 +44,7 @@ def tools_get(fmt: str):
     return respond(data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data"))
 
 
-@bp.get("/tools/usage", defaults={"fmt": "html"})
-@bp.get("/tools/usage.json", defaults={"fmt": "json"})
+@twin_get(bp, "/tools/usage")
 def tool_get(fmt: str):
     """One tool: its statistics and the conversations that called it (keyset paged)."""
     name = request.args.get("name", "")

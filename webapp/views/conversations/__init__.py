@@ -3,8 +3,8 @@ live view) and the call detail panel, one module each."""
 
 from __future__ import annotations
 
-from flask import Blueprint
+from ..security import dashboard_blueprint
 
-bp = Blueprint("conversations", __name__)
+bp = dashboard_blueprint("conversations", __name__)
 
 from . import calls, listing, timeline  # noqa: E402,F401  (routes register on bp)

@@ -11,7 +11,7 @@ from ...db import utcnow
 from ...queries import calls as queries
 from .. import timeline_model as model
 from ..badges import DEFAULT_RESULT_TOKEN_CAP, call_badges, citations
-from ..common import not_found, respond
+from ..common import not_found, respond, twin_get
 from ..context import current_project
 from ..highlight import render_text, render_value
 from . import bp
@@ -48,8 +48,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
     }
 
 
-@bp.get("/calls/<int:call_id>", defaults={"fmt": "html"})
-@bp.get("/calls/<int:call_id>.json", defaults={"fmt": "json"})
+@twin_get(bp, "/calls/<int:call_id>")
 def call_get(call_id: int, fmt: str):
     """The detail panel (htmx), a page of its own, or the call as JSON."""
     detail = queries.get_call(current_project().id, call_id)

@@ -13,9 +13,10 @@ from ..common import (
     cursor_arg,
     page_limit,
     respond,
+    twin_get,
     wants_fragment,
 )
-from ..context import current_project
+from ..context import current_project, current_project_id
 from ..cursors import encode
 from ..list_filters import parse_filters
 from . import bp
@@ -48,8 +49,7 @@ def _since_arg() -> datetime:
     return since if since.tzinfo else since.replace(tzinfo=UTC)
 
 
-@bp.get("/conversations", defaults={"fmt": "html"})
-@bp.get("/conversations.json", defaults={"fmt": "json"})
+@twin_get(bp, "/conversations")
 def conversations_get(fmt: str):
     """Full page, the results fragment (search and filters), or the next rows (a cursor)."""
     project = current_project()
@@ -71,6 +71,11 @@ def conversations_get(fmt: str):
         "next_cursor": encode(last.sort_value, last.id) if page.has_more and last else None,
         "filters": filters,
         "filter_args": filters.query_args(),
+        # What the next-rows loader repeats: the filters, and the page size if one was asked.
+        "page_args": {
+            **filters.query_args(),
+            **({"limit": limit} if "limit" in request.args else {}),
+        },
         "live_since": newest.isoformat() if newest else None,
         "poll_seconds": LIST_POLL_SECONDS,
         "project": project,
@@ -97,16 +102,16 @@ def conversations_get(fmt: str):
 def conversations_live_get():
     """The list's poll: 204 (one query) unless a conversation was active after ``since``;
     then the new rows, put on top of the list, and a poller with the new ``since``."""
-    project = current_project()
+    project_id = current_project_id()
     try:
         since = _since_arg()
         filters = parse_filters(request.args)
     except BadParameter as exc:
         return bad_parameter_response(exc)
-    newest = queries.newest_activity(project.id)
+    newest = queries.newest_activity(project_id)
     if newest is None or newest <= since:
         return "", 204
-    page = queries.updated_since(project.id, filters, since)
+    page = queries.updated_since(project_id, filters, since)
     return render_template(
         "conversations/_list_live.html",
         data=page.rows,

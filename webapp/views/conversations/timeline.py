@@ -21,10 +21,11 @@ from ..common import (
     int_arg,
     not_found,
     respond,
+    twin_get,
     wants_fragment,
     wants_json,
 )
-from ..context import current_project
+from ..context import current_project, current_project_id
 from ..cursors import encode
 from ..highlight import render_text
 from . import bp
@@ -124,8 +125,7 @@ def page_url(conversation: ConversationRecord, cursor: str | None, fmt: str = "h
     return url_for(endpoint, conversation_id=conversation.id, cursor=cursor, fmt=fmt)
 
 
-@bp.get("/conversations/<int:conversation_id>", defaults={"fmt": "html"})
-@bp.get("/conversations/<int:conversation_id>.json", defaults={"fmt": "json"})
+@twin_get(bp, "/conversations/<int:conversation_id>")
 def conversation_get(conversation_id: int, fmt: str):
     """The conversation page; with ``cursor``, the timeline page after it (the lazy loader's
     fragment, or a full page for browsers without htmx)."""
@@ -162,14 +162,7 @@ def conversation_get(conversation_id: int, fmt: str):
     )
 
 
-@bp.get(
-    "/conversations/<int:conversation_id>/messages/<int:message_id>/calls",
-    defaults={"fmt": "html"},
-)
-@bp.get(
-    "/conversations/<int:conversation_id>/messages/<int:message_id>/calls.json",
-    defaults={"fmt": "json"},
-)
+@twin_get(bp, "/conversations/<int:conversation_id>/messages/<int:message_id>/calls")
 def run_calls_get(conversation_id: int, message_id: int, fmt: str):
     """The next chunk of a long run's calls, after the ``after=round.sequence`` key."""
     project = current_project()
@@ -229,7 +222,7 @@ def conversation_live_get(conversation_id: int):
     """The live view's poll. Nothing new: 204 after one query. Otherwise the messages after the
     last one shown (replacing the poller, which comes back at their end), shown messages that
     may have changed (swapped in place by id) and the header counts."""
-    project = current_project()
+    project_id = current_project_id()
     try:
         after = _message_cursor("after")
         newest_call = int_arg("calls", 0)
@@ -237,12 +230,12 @@ def conversation_live_get(conversation_id: int):
     except BadParameter as exc:
         return bad_parameter_response(exc)
     assert newest_call is not None
-    state = queries.live_state(conversation_id, after, newest_call)
+    state = queries.live_state(project_id, conversation_id, after, newest_call)
     if state is None:
         return "", 286  # htmx stops polling on 286: the conversation is gone.
     if state.updated_at == version and not state.new_messages and not state.new_calls:
         return "", 204
-    conversation = queries.get_conversation(project.id, conversation_id)
+    conversation = queries.get_conversation(project_id, conversation_id)
     if conversation is None:
         return "", 286
     live = LiveCursor(state.updated_at, queries.newest_call_id())
