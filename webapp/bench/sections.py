@@ -20,6 +20,9 @@ from typing import Any
 from .load import CALLS_PER_REQUEST, ENDPOINT_LABELS, WARM_UP_MARK, Job, LoadGenerator
 from .server import Server
 
+# Long enough for every server worker to have loaded what it loads on first use.
+MAX_WARM_UP_SECONDS = 1.0
+
 
 @dataclass
 class BenchContext:
@@ -87,6 +90,7 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             seconds=ctx.seconds,
             requests_per_process=_requests_per_process(ctx),
             run_id=ctx.run_id,
+            warm_up_seconds=min(MAX_WARM_UP_SECONDS, ctx.seconds / 4),
         )
         ctx.say(f"  {ENDPOINT_LABELS[endpoint]} ...")
         result = ctx.load.run(job)

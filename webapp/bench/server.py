@@ -104,12 +104,22 @@ def _toolscope(args: list[str], database_url: str) -> str:
 
 
 def prepare_database(database_url: str) -> str:
-    """Apply the migrations as a deployment does (`toolscope db upgrade`) and make a key."""
+    """Apply the migrations as a deployment does (`toolscope db upgrade`, in a subprocess so
+    Alembic's logging stays out of the report) and make a key for the bench project."""
     _toolscope(["db", "upgrade"], database_url)
-    key = _toolscope(
-        ["keys", "create", "--project", BENCH_PROJECT, "--name", "bench"], database_url
-    )
-    return key.strip().splitlines()[-1]
+    from .. import create_app
+    from ..auth import create_key, get_or_create_project
+    from ..db import db
+
+    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "bench"})
+    with app.app_context():
+        try:
+            _key, plain = create_key(get_or_create_project(BENCH_PROJECT), "bench")
+            db.session.commit()
+        finally:
+            db.session.remove()
+            db.engine.dispose()
+    return plain
 
 
 def gunicorn_command(port: int, workers: int, worker_class: str, threads: int) -> list[str]:

@@ -1,0 +1,68 @@
+"""`toolscope bench`: a short real run (gunicorn on a scratch SQLite file, client processes)
+reports every figure with zero errors; `--url` drives a running server; only loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from webapp.bench import command
+
+
+def test_a_one_second_run_reports_every_figure_without_errors():
+    result = CliRunner().invoke(command, ["--seconds", "1", "--concurrency", "2"])
+
+    assert result.exit_code == 0, result.output
+    report = result.stdout
+    assert "[sqlite] gunicorn, 2 gthread" in report
+    for endpoint in ("POST /api/v1/messages/tools", "POST /api/v1/conversations/{cid}/turns"):
+        line = next(line for line in report.splitlines() if endpoint in line)
+        calls_per_second = float(re.search(r"([\d,]+) calls/s", line)[1].replace(",", ""))
+        assert calls_per_second > 0
+        for figure in ("req/s", "p50", "p95", "p99"):
+            assert figure in line
+        assert "errors 0" in line and "STORED" not in line
+    raw = [line for line in report.splitlines() if line.strip().startswith("raw insert")]
+    assert len(raw) == 3 and all("rows/s" in line for line in raw)
+    assert "worker memory" in report
+
+
+def test_url_mode_drives_a_running_server_and_prints_json(live_server, project_key):
+    result = CliRunner().invoke(
+        command,
+        [
+            "--url",
+            live_server,
+            "--key",
+            project_key.key,
+            "--only",
+            "ingest",
+            "--seconds",
+            "0.5",
+            "--concurrency",
+            "1",
+            "--json",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    assert target["name"] == "url"
+    figures = {f["label"]: f["values"] for f in target["figures"]}
+    assert set(figures) == {
+        "POST /api/v1/messages/tools",
+        "POST /api/v1/conversations/{cid}/turns",
+    }
+    for values in figures.values():
+        assert values["errors"] == 0 and values["calls"] > 0
+        assert values["calls"] == values["requests"] * 50
+        assert 0 < values["p50_ms"] <= values["p95_ms"] <= values["p99_ms"]
+
+
+def test_only_loopback_urls_are_accepted():
+    result = CliRunner().invoke(command, ["--url", "http://example.com:8000", "--key", "k"])
+
+    assert result.exit_code != 0
+    assert "loopback" in result.output
