@@ -8,6 +8,7 @@ raises into the agent's loop (payloads wait in a bounded buffer and are delivere
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import requests
+from openai import OpenAI
 from openai.types.chat import ChatCompletion
 from sqlalchemy import func, select
 from werkzeug.serving import make_server
@@ -486,3 +488,146 @@ def test_openai_objects_become_calls_that_are_stored(app, live_server, project_k
     )
     assert client.record_round("chat-oa", "a-oa", 0, calls, usage=usage) is not None
     assert stored_calls(app, "a-oa") == 2
+
+
+# -- the OpenAI tool loops of docs/client.md, with the real openai SDK ----------------------------
+
+
+class FakeChatCompletions:
+    """A stand-in for the OpenAI HTTP API: asks for two parallel get_weather calls, then answers
+    in text once the results are in the conversation."""
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        request = json.loads(environ["wsgi.input"].read(length))
+        if request["messages"][-1]["role"] == "tool":
+            message: dict[str, Any] = {"role": "assistant", "content": "Sunny and rainy."}
+        else:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{city}",
+                        "type": "function",
+                        "function": {
+                            "name": "get_weather",
+                            "arguments": json.dumps({"city": city}),
+                        },
+                    }
+                    for city in ("Zurich", "Berlin")
+                ],
+            }
+        body = {
+            **COMPLETION,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        }
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(body).encode()]
+
+
+def weather(city: str) -> str:
+    return json.dumps({"city": city, "temp": 18})
+
+
+def test_per_run_openai_loop_from_the_docs(app, live_server, project_key):
+    toolscope = make_client(live_server, project_key, raise_errors=True)
+    with serve(FakeChatCompletions()) as openai_url:
+        llm = OpenAI(base_url=f"{openai_url}/v1", api_key="sk-test", max_retries=0)
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+        rounds = []
+        while True:
+            completion = llm.chat.completions.create(model="gpt-4o", messages=history)
+            message = completion.choices[0].message
+            rounds.append({"usage": usage_from_openai(completion), "calls": []})
+            if not message.tool_calls:
+                break
+            history.append(message.model_dump(exclude_none=True))
+            results = [
+                {
+                    "role": "tool",
+                    "tool_call_id": c.id,
+                    "content": weather(**json.loads(c.function.arguments)),
+                }
+                for c in message.tool_calls
+            ]
+            history.extend(results)
+            rounds[-1]["calls"] = calls_from_openai(message, results)
+        toolscope.record_turn(
+            "chat-loop",
+            user={"id": "u-loop", "role": "user", "content": "Weather?"},
+            assistant={"id": "a-loop", "content": message.content, "model": completion.model},
+            rounds=rounds,
+        )
+
+    conversation = toolscope.get_conversation("chat-loop")
+    assistant = next(m for m in conversation["messages"] if m["id"] == "a-loop")
+    assert assistant["content"] == "Sunny and rainy."
+    assert [
+        (c["id"], c["arguments"], c["response"]["content"]) for c in assistant["tool_calls"]
+    ] == [
+        ("call_Zurich", {"city": "Zurich"}, weather("Zurich")),
+        ("call_Berlin", {"city": "Berlin"}, weather("Berlin")),
+    ]
+    assert len(assistant["usage"]) == 2
+
+
+def test_per_service_call_openai_loop_from_the_docs(app, live_server, project_key):
+    toolscope = make_client(live_server, project_key, raise_errors=True)
+    toolscope.record_messages(
+        "chat-live",
+        [
+            {"id": "u-live", "role": "user", "content": "Weather?"},
+            {"id": "a-live", "role": "assistant", "status": "in_progress"},
+        ],
+    )
+    with serve(FakeChatCompletions()) as openai_url:
+        llm = OpenAI(base_url=f"{openai_url}/v1", api_key="sk-test", max_retries=0)
+        history: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+        round_index = 0
+        while True:
+            completion = llm.chat.completions.create(model="gpt-4o", messages=history)
+            message = completion.choices[0].message
+            usage = usage_from_openai(completion)
+            if not message.tool_calls:
+                break
+            toolscope.record_round(
+                "chat-live", "a-live", round_index, calls_from_openai(message), usage=usage
+            )
+            asked = toolscope.get_conversation("chat-live")["messages"][1]["tool_calls"]
+            assert [c["response"] for c in asked] == [None, None]
+            history.append(message.model_dump(exclude_none=True))
+            results = [
+                {
+                    "role": "tool",
+                    "tool_call_id": c.id,
+                    "content": weather(**json.loads(c.function.arguments)),
+                }
+                for c in message.tool_calls
+            ]
+            history.extend(results)
+            toolscope.record_round(
+                "chat-live", "a-live", round_index, calls_from_openai(message, results)
+            )
+            round_index += 1
+        toolscope.record_round("chat-live", "a-live", round_index, [], usage=usage)
+        toolscope.record_messages(
+            "chat-live",
+            [
+                {
+                    "id": "a-live",
+                    "role": "assistant",
+                    "content": message.content,
+                    "model": completion.model,
+                    "status": "completed",
+                }
+            ],
+        )
+
+    assistant = toolscope.get_conversation("chat-live")["messages"][1]
+    assert assistant["status"] == "completed" and assistant["content"] == "Sunny and rainy."
+    assert [c["response"]["content"] for c in assistant["tool_calls"]] == [
+        weather("Zurich"),
+        weather("Berlin"),
+    ]
+    assert stored_calls(app, "a-live") == 2
