@@ -172,7 +172,9 @@ def test_conversation_page_shows_turns_rounds_parallel_calls_and_final_text(
     assert "in progress" in messages[5].one(".msg-head").text
     # Every call opens its detail in the side panel (htmx) or as a page (no JS).
     card = first_run.select(".call-card")[0]
-    assert card.get("hx-target") == "#detail" and card.get("href") == card.get("hx-get")
+    assert card.get("href") == card.get("hx-get")
+    timeline = doc.one("#timeline")  # cards inherit where the detail goes
+    assert timeline.get("hx-target") == "#detail" and timeline.get("hx-swap") == "innerHTML"
     assert doc.one("#conv-summary").text.split()[:2] == ["3", "turns"]
 
 
