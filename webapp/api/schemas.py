@@ -74,6 +74,12 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Out(BaseModel):
+    """Answers list every field they have; `extra="forbid"` lets a test prove it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class _SdkIn(BaseModel):
     """MessageTool bodies ignore unknown fields, so newer SDK versions keep working."""
 
@@ -109,14 +115,14 @@ class MessageToolsQuery(BaseModel):
     )
 
 
-class MessageToolResponseOut(BaseModel):
+class MessageToolResponseOut(_Out):
     id: str
     content: str | None
     toolCallId: str
     createdAt: str | None
 
 
-class MessageToolOut(BaseModel):
+class MessageToolOut(_Out):
     id: str
     object: Literal["messageTool"]
     externalToolCallId: str
@@ -129,7 +135,7 @@ class MessageToolOut(BaseModel):
     createdAt: str
 
 
-class MessageToolList(BaseModel):
+class MessageToolList(_Out):
     object: Literal["list"]
     data: list[MessageToolOut]
     has_more: bool
@@ -323,13 +329,13 @@ class RulePath(BaseModel):
 # --- Native responses ------------------------------------------------------------------------
 
 
-class ToolResultOut(BaseModel):
+class ToolResultOut(_Out):
     content: str | None
     created_at: str | None
     is_error: bool
 
 
-class ToolCallOut(BaseModel):
+class ToolCallOut(_Out):
     id: str
     name: str
     arguments: dict[str, Any] | None
@@ -347,7 +353,7 @@ class ToolCallOut(BaseModel):
     duration_ms: float | None
 
 
-class UsageOut(BaseModel):
+class UsageOut(_Out):
     round_index: int
     model: str | None
     provider: str | None
@@ -359,7 +365,7 @@ class UsageOut(BaseModel):
     price_source: str | None
 
 
-class MessageOut(BaseModel):
+class MessageOut(_Out):
     id: str
     object: Literal["message"]
     conversation_id: str | None
@@ -373,25 +379,25 @@ class MessageOut(BaseModel):
     tool_calls: list[ToolCallOut]
 
 
-class MessageList(BaseModel):
+class MessageList(_Out):
     object: Literal["list"]
     data: list[MessageOut]
     has_more: bool
 
 
-class TurnOut(BaseModel):
+class TurnOut(_Out):
     object: Literal["turn"]
     user: MessageOut | None
     assistant: MessageOut
 
 
-class ToolDefinitionOut(BaseModel):
+class ToolDefinitionOut(_Out):
     name: str
     description: str | None
     parameters: dict[str, Any] | None
 
 
-class ConversationSummary(BaseModel):
+class ConversationSummary(_Out):
     id: str
     object: Literal["conversation"]
     title: str
@@ -403,14 +409,14 @@ class ConversationSummary(BaseModel):
     tool_call_count: int
 
 
-class ConversationList(BaseModel):
+class ConversationList(_Out):
     object: Literal["list"]
     data: list[ConversationSummary]
     has_more: bool
     next_cursor: str | None
 
 
-class ConversationOut(BaseModel):
+class ConversationOut(_Out):
     id: str
     object: Literal["conversation"]
     title: str
@@ -426,20 +432,20 @@ class ConversationDetail(ConversationOut):
     messages: list[MessageOut]
 
 
-class ChannelOut(BaseModel):
+class ChannelOut(_Out):
     name: str
     object: Literal["channel"]
     freshness_seconds: int | None
     created_at: str
 
 
-class ChannelList(BaseModel):
+class ChannelList(_Out):
     object: Literal["list"]
     data: list[ChannelOut]
     has_more: bool
 
 
-class RedactionRuleOut(BaseModel):
+class RedactionRuleOut(_Out):
     id: int
     object: Literal["redaction_rule"]
     name: str
@@ -450,13 +456,13 @@ class RedactionRuleOut(BaseModel):
     created_at: str
 
 
-class RedactionRuleList(BaseModel):
+class RedactionRuleList(_Out):
     object: Literal["list"]
     data: list[RedactionRuleOut]
     has_more: bool
 
 
-class ErrorOut(BaseModel):
+class ErrorOut(_Out):
     """Every error: `error` is a short code, `message` a sentence, `details` where useful."""
 
     error: str
