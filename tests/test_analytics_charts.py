@@ -243,6 +243,13 @@ def test_csv_rows_equal_the_table_and_json() -> None:
     }
 
 
+def test_error_rate_of_a_single_tool_is_not_repeated_as_all_tools() -> None:
+    only = [a for a in activity_rows() if a.function_name == "search"]
+    chart = project_charts.error_rate_chart(only, [D1, D2, D3])
+    assert list(traces(chart)) == ["search"]
+    assert set(chart.table.column("tool")) == {"search"}
+
+
 def test_table_refuses_ragged_rows() -> None:
     with pytest.raises(ValueError, match="2 values for 1 columns"):
         Table((Column("a", "A"),), ((1, 2),))

@@ -163,7 +163,7 @@ def test_filters_by_channel_and_tool(dashboard, seeded: Seeded) -> None:
     fetch = get_json(dashboard, "/costs.json", tool="fetch", **MARCH)
     assert {r["tool"] for r in rows(fetch["charts"]["result-sizes"])} == {"fetch"}
     assert [r["tool"] for r in rows(fetch["charts"]["tool-cost"])] == ["fetch"]
-    assert {r["tool"] for r in rows(fetch["charts"]["errors"])} == {"(all tools)", "fetch"}
+    assert {r["tool"] for r in rows(fetch["charts"]["errors"])} == {"fetch"}
     outside = get_json(dashboard, "/costs.json", **{"from": "2025-04-01", "to": "2025-04-02"})
     assert all(not rows(c) or c["name"] in ("cost", "tokens") for c in outside["charts"].values())
     assert sum(r["service_calls"] for r in rows(outside["charts"]["cost"])) == 0

@@ -222,6 +222,7 @@ def error_rate_figure(
                 name=safe(name),
                 mode="lines+markers",
                 connectgaps=False,
+                cliponaxis=False,  # a 0% marker sits on the axis; draw it whole
                 line={"width": 3 if i == 0 else 1.5},
                 hovertemplate="%{y:.1%}",
             )

@@ -201,8 +201,10 @@ def error_rate_chart(activity: Sequence[DailyToolActivity], days: Sequence[date]
             errors[(name, a.day)] = errors.get((name, a.day), 0) + a.errors
         volume[a.function_name] = volume.get(a.function_name, 0) + a.calls
     by_volume = sorted(volume, key=lambda n: (-volume[n], n))
+    # With one tool (a tool filter) "all tools" would only repeat it.
+    overall = [ALL_TOOLS] if len(volume) > 1 else []
     rows = []
-    for name in [ALL_TOOLS, *sorted(volume)]:
+    for name in [*overall, *sorted(volume)]:
         for d in days:
             n = calls.get((name, d), 0)
             if n:
@@ -218,7 +220,7 @@ def error_rate_chart(activity: Sequence[DailyToolActivity], days: Sequence[date]
         ),
         tuple(rows),
     )
-    drawn = [ALL_TOOLS, *by_volume[:TOP_TOOLS]] if volume else []
+    drawn = [*overall, *by_volume[:TOP_TOOLS]]
     series = {
         name: [
             errors.get((name, d), 0) / calls[(name, d)] if calls.get((name, d)) else None
