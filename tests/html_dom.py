@@ -29,8 +29,9 @@ class Node:
     def classes(self) -> list[str]:
         return (self.attrs.get("class") or "").split()
 
-    def get(self, name: str) -> str | None:
-        return self.attrs.get(name)
+    def get(self, name: str, default: str | None = None) -> str | None:
+        value = self.attrs.get(name)
+        return default if value is None else value
 
     @property
     def text(self) -> str:

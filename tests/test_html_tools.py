@@ -1,0 +1,93 @@
+"""The tools page: per-function statistics, sorting, drill-down to the conversations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import factories as f
+from dashboard_support import dashboard_fixture, data, page  # noqa: F401
+
+
+def latency_conversation(project_id: int, external_id: str, durations: list[float]) -> None:
+    now = datetime.now(UTC)
+    conv = f.conversation(project_id, external_id, title=f"Uses fetch ({external_id})")
+    msg = f.message(conv, f"{external_id}-a", "assistant", "ok", at=now, status="completed")
+    f.calls(
+        msg,
+        0,
+        [
+            f.Call("fetch", {"i": i}, "x" * 100, is_error=i == 0, started_ms=0, duration_ms=d)
+            for i, d in enumerate(durations)
+        ],
+        at=now,
+    )
+
+
+def test_tool_statistics_with_percentiles(app, dashboard, project_key):
+    # 20 timed calls of 10..200 ms: nearest-rank p50 = 100 ms, p95 = 190 ms.
+    with data(app):
+        latency_conversation(project_key.project_id, "a", [10.0 * i for i in range(1, 11)])
+        latency_conversation(project_key.project_id, "b", [10.0 * i for i in range(11, 21)])
+        f.simple_conversation(project_key.project_id, "c")
+    body = dashboard.get("/tools.json").get_json()
+    fetch = next(t for t in body["data"] if t["function_name"] == "fetch")
+    assert fetch["calls"] == 20 and fetch["errors"] == 2
+    assert fetch["p50_ms"] == 100.0 and fetch["p95_ms"] == 190.0 and fetch["timed_calls"] == 20
+    assert fetch["avg_response_bytes"] == 100.0 and fetch["avg_response_tokens"] == 25.0
+    doc = page(dashboard.get("/tools"))
+    row = next(r for r in doc.select("tbody tr") if r.one("a").text == "fetch")
+    cells = [c.text.strip() for c in row.select("td")]
+    assert cells[1:8] == ["20", "10.0% (2)", "0", "100 ms", "190 ms", "100 B", "25"]
+
+
+def test_tools_sort_and_bad_sort(app, dashboard, project_key):
+    with data(app):
+        latency_conversation(project_key.project_id, "a", [5.0, 6.0])
+        f.simple_conversation(project_key.project_id, "c", n_calls=5)
+    by_calls = [t["function_name"] for t in dashboard.get("/tools.json").get_json()["data"]]
+    assert by_calls == ["lookup", "fetch"]
+    doc = page(dashboard.get("/tools?sort=errors"))
+    assert [r.one("a").text for r in doc.select("tbody tr")] == ["fetch", "lookup"]
+    assert doc.one("th[aria-sort]").text.strip().startswith("Error rate")
+    assert dashboard.get("/tools?sort=nope").status_code == 422
+
+
+def test_drill_down_lists_the_conversations_that_used_the_tool(app, dashboard, project_key):
+    now = datetime.now(UTC)
+    with data(app):
+        latency_conversation(project_key.project_id, "a", [5.0])
+        latency_conversation(project_key.project_id, "b", [5.0, 7.0])
+        f.simple_conversation(project_key.project_id, "other", at=now - timedelta(hours=1))
+    doc = page(dashboard.get("/tools/usage", query_string={"name": "fetch"}))
+    assert doc.one("h1").text == "fetch"
+    rows = doc.select("tbody tr")
+    assert sorted(r.select("td")[1].text for r in rows) == ["1", "2"]
+    assert all("Uses fetch" in r.one("a").text for r in rows)
+    body = dashboard.get("/tools/usage.json?name=fetch").get_json()
+    assert body["stats"]["calls"] == 3 and len(body["conversations"]) == 2
+    assert dashboard.get("/tools/usage?name=unknown").status_code == 404
+    assert dashboard.get("/tools/usage").status_code == 422
+
+
+def test_drill_down_pages_by_last_use(app, dashboard, project_key):
+    with data(app):
+        for i in range(55):
+            latency_conversation(project_key.project_id, f"c{i}", [1.0])
+    first = dashboard.get("/tools/usage.json?name=fetch").get_json()
+    assert len(first["conversations"]) == 50 and first["has_more"]
+    rest = dashboard.get(f"/tools/usage.json?name=fetch&cursor={first['next_cursor']}").get_json()
+    ids = {c["conversation_id"] for c in first["conversations"] + rest["conversations"]}
+    assert len(ids) == 55 and not rest["has_more"]
+
+
+def test_tool_names_are_text_and_urls_are_encoded(app, dashboard, project_key):
+    name = "a/b?c=<d>&e#f"
+    with data(app):
+        conv = f.conversation(project_key.project_id, "weird")
+        msg = f.message(conv, "m", "assistant", "ok", at=datetime.now(UTC), status="completed")
+        f.calls(msg, 0, [f.Call(name, {}, "r")], at=datetime.now(UTC))
+    doc = page(dashboard.get("/tools"))
+    link = doc.one("tbody a")
+    assert link.text == name
+    drill = page(dashboard.get(link.get("href")))
+    assert drill.one("h1").text == name
