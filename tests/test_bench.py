@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from webapp.bench import command
+from webapp.bench.load import LoadResult, WorkerResult, percentile
 
 
 def test_a_one_second_run_reports_every_figure_without_errors():
@@ -66,3 +68,37 @@ def test_only_loopback_urls_are_accepted():
 
     assert result.exit_code != 0
     assert "loopback" in result.output
+
+
+def test_percentiles_are_nearest_rank_and_runs_merge():
+    latencies = [i / 1000 for i in range(1, 101)]  # 1..100 ms
+    assert percentile(latencies, 50) == 0.050
+    assert percentile(latencies, 99) == 0.099
+    assert percentile([], 99) == 0.0
+    merged = LoadResult.merge(
+        "turns",
+        [
+            WorkerResult(
+                requests=2,
+                calls=100,
+                latencies=[0.002, 0.001],
+                started=10.0,
+                ended=12.0,
+                cpu_seconds=0.2,
+            ),
+            WorkerResult(
+                requests=1,
+                calls=50,
+                errors=1,
+                error_samples=["HTTP 503"],
+                latencies=[0.003],
+                started=10.5,
+                ended=13.0,
+                cpu_seconds=0.1,
+            ),
+        ],
+    )
+    assert merged.latencies == [0.001, 0.002, 0.003]
+    assert merged.wall_seconds == 3.0 and merged.calls_per_second == 50.0
+    assert merged.errors == 1 and merged.error_samples == ["HTTP 503"]
+    assert merged.client_cpu_share == pytest.approx(0.05)
