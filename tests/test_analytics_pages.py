@@ -13,7 +13,7 @@ import pytest
 from analytics_data import DAY2, T0, Seeded, seed
 from dashboard_support import HTMX, csrf_token, data, page
 from dashboard_support import dashboard_fixture as dashboard_fixture
-from factories import simple_conversation
+from factories import big_conversation, simple_conversation
 
 from webapp.analytics.project_charts import PROJECT_CHARTS
 from webapp.db import db
@@ -291,6 +291,19 @@ def test_charts_page_for_the_conversation_page_include(dashboard, seeded: Seeded
     form = doc.one("#conversation-charts form")
     assert form.get("hx-get") == f"/conversations/{seeded.c1}/charts"
     assert {i.get("name") for i in form.select("input")} == {"freshness", "budget"}
+
+
+def test_long_tables_are_cut_on_the_page_but_not_in_csv(app, dashboard, project_key) -> None:
+    with data(app):
+        conv_id = big_conversation(project_key.project_id, "long", turns=1, rounds=70).id
+    doc = page(dashboard.get(f"/conversations/{conv_id}/charts"))
+    table = doc.one("table[data-chart-table=result-tokens]")
+    assert len(table.select("tbody tr")) == 300
+    assert "The first 300 of 350 rows" in doc.one("#chart-result-tokens").text
+    figure = figures_in(doc)["result-tokens"]
+    assert sum(len(t["y"]) for t in figure["data"]) == 350  # the chart has them all
+    csv_response = dashboard.get(f"/conversations/{conv_id}/charts/result-tokens.csv")
+    assert len(csv_records(csv_response)) == 350
 
 
 # --- queries ----------------------------------------------------------------------------------

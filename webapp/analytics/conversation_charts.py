@@ -10,7 +10,7 @@ from itertools import accumulate
 
 from ..replay.history import History
 from . import figures
-from .context import PARTS, ContextBar, ConversationContext
+from .context import PARTS, ConversationContext
 from .queries import ServiceCallCost
 from .tables import Chart, Column, Table
 from .windows import ContextWindow
@@ -24,10 +24,6 @@ __all__ = [
 
 # Chart names as they appear in URLs, in page order ("tool-cost" is shared with the project).
 CONVERSATION_CHARTS = ("context", "result-tokens", "turn-cost", "tool-cost")
-
-
-def _hover(bar: ContextBar) -> str:
-    return f"{figures.safe(bar.message_id)} round {bar.round_index}"
 
 
 def context_chart(
@@ -75,7 +71,6 @@ def context_chart(
         [b.label for b in bars],
         {part: [getattr(b, part) for b in bars] for part in PARTS},
         [b.reported_input_tokens for b in bars],
-        [_hover(b) for b in bars],
         label,
         budget,
     )

@@ -245,7 +245,6 @@ def context_figure(
     labels: Sequence[str],
     parts: Mapping[str, Sequence[int]],
     reported: Sequence[int | None],
-    hover: Sequence[str],
     window: tuple[int, str] | None,
     budget: int | None,
 ) -> go.Figure:
@@ -261,7 +260,6 @@ def context_figure(
             y=list(values),
             name=PART_LABELS[part],
             marker_color=PART_COLOURS[part],
-            customdata=list(hover),
             hovertemplate=f"{PART_LABELS[part]}: %{{y:,}}<extra></extra>",
         )
         for part, values in parts.items()
