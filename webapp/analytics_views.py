@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Flask, Response, redirect, render_template, request, url_for
+from sqlalchemy import select
 
 from .analytics import pages, queries
 from .analytics.conversation_charts import CONVERSATION_CHARTS
@@ -186,12 +187,19 @@ def _overrides_response(project_id: int, status: int = 200, **extra: Any):
     return _html("analytics/costs.html", status, **_costs_context(project_id, f, **extra))
 
 
+def _project_for_update(project_id: int) -> Project:
+    """The project row, locked on PostgreSQL so two edits of the overrides cannot lose one
+    (SQLite writers are already serialised by begin_write)."""
+    project = db.session.scalar(select(Project).where(Project.id == project_id).with_for_update())
+    assert project is not None
+    return project
+
+
 @bp.post("/costs/prices")
 def price_override_post():
     """Add or replace the project's price for a model (applies to costs stored from now on)."""
     begin_write()
-    project = db.session.get(Project, current_project().id)
-    assert project is not None
+    project = _project_for_update(current_project().id)
     model, stored, errors = _override_from_form()
     overrides = dict(project.price_overrides or {})
     if not errors and model not in overrides and len(overrides) >= MAX_OVERRIDES:
@@ -210,8 +218,7 @@ def price_override_post():
 @bp.post("/costs/prices/delete")
 def price_override_delete_post():
     begin_write()
-    project = db.session.get(Project, current_project().id)
-    assert project is not None
+    project = _project_for_update(current_project().id)
     model = request.form.get("model", "")
     overrides = dict(project.price_overrides or {})
     if model not in overrides:
