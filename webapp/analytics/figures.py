@@ -72,6 +72,9 @@ _TEMPLATE = go.layout.Template(
 )
 # No logo, no "edit in Chart Studio" (which would talk to plot.ly): nothing leaves the machine.
 CONFIG = {"responsive": True, "displaylogo": False, "showEditInChartStudio": False}
+# Money axes: "$0.00008", not plotly's SI "$80µ"; never below zero, even when all values are 0.
+USD_AXIS = {"tickprefix": "$", "exponentformat": "none", "rangemode": "nonnegative"}
+COUNT_AXIS = {"rangemode": "nonnegative"}
 # When the model's window is this many times the largest context, its line starts hidden
 # (a click on the legend shows it) so the bars are not flattened against the axis.
 WINDOW_HIDDEN_RATIO = 10
@@ -90,6 +93,7 @@ def figure_json(fig: go.Figure) -> str:
 
 
 def _layout(fig: go.Figure, *, y_title: str, x_title: str = "", **extra: Any) -> go.Figure:
+    extra.setdefault("yaxis", COUNT_AXIS)  # every chart counts or sums something >= 0
     fig.update_layout(
         template=_TEMPLATE,
         height=extra.pop("height", 340),
@@ -119,7 +123,7 @@ def cost_per_day_figure(days: Sequence[str], cost_usd: Sequence[Any]) -> go.Figu
             hovertemplate="%{x|%Y-%m-%d}<br>$%{y:,.4f}<extra></extra>",
         )
     )
-    return _layout(fig, y_title="USD", xaxis={"type": "date"}, yaxis_tickprefix="$")
+    return _layout(fig, y_title="USD", xaxis={"type": "date"}, yaxis=USD_AXIS)
 
 
 def tokens_per_day_figure(
@@ -172,7 +176,7 @@ def tool_cost_figure(
         x_title="USD of input caused by the tool's results",
         height=max(220, 60 + 28 * len(names)),
         yaxis={"autorange": "reversed", "type": "category", "automargin": True},
-        xaxis={"tickprefix": "$"},
+        xaxis=USD_AXIS,
     )
 
 
@@ -234,7 +238,7 @@ def error_rate_figure(
         y_title="error rate",
         hovermode="x unified",
         xaxis={"type": "date"},
-        yaxis={"tickformat": ".0%", "rangemode": "tozero"},
+        yaxis={"tickformat": ".0%", "rangemode": "nonnegative"},
     )
 
 
@@ -358,6 +362,6 @@ def turn_cost_figure(
         fig,
         y_title="USD",
         x_title="turn",
-        yaxis_tickprefix="$",
+        yaxis=USD_AXIS,
         xaxis={"type": "category"},
     )
