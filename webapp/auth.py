@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import current_app, g, redirect, request, session, url_for
 from sqlalchemy import select, update
+from sqlalchemy.exc import OperationalError
 
 from .db import db, utcnow
 from .errors import ApiError
@@ -73,11 +74,24 @@ def authenticate_api_key() -> Project:
     key, project = row.ApiKey, row.Project
     now = utcnow()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        # A separate short statement; losing this update under contention is harmless.
-        db.session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+        _touch_last_used(key.id, now)
     g.project = project
     g.api_key = key
     return project
+
+
+def _touch_last_used(key_id: int, now: Any) -> None:
+    """Record the key's use; losing this update under contention is harmless.
+
+    A read request runs in a deferred SQLite transaction, and upgrading it to a writer fails at
+    once ("database is locked") while another request writes. The SAVEPOINT keeps that failure
+    from spoiling the request's own transaction (PostgreSQL aborts a transaction on any error).
+    """
+    try:
+        with db.session.begin_nested():
+            db.session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
+    except OperationalError:
+        pass
 
 
 def require_api_key(view: Any) -> Any:
