@@ -136,7 +136,9 @@ def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[
                 authenticate_api_key()
                 if problem is not None:
                     raise problem
-                return func(**inputs)
+                response = func(**inputs)
+                db.session.commit()  # keeps the key's last_used_at, if auth recorded it
+                return response
             for attempt in (1, 2):
                 try:
                     begin_write()
