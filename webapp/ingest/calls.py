@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Text, bindparam, select, update
@@ -41,15 +42,33 @@ class CallDraft:
 
 @dataclass(slots=True)
 class PreparedCall:
-    """A redacted call with its computed columns, ready to compare and insert."""
+    """A redacted call with its computed columns, ready to compare and insert.
+
+    Token counts are left for `count_tokens`: only rows that are really written pay for the
+    tokenizer, not retries of stored calls.
+    """
 
     field: str
     row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
     arguments_json: str | None
+    model: str | None = None
 
     @property
     def key(self) -> tuple[int, int]:
         return self.row["round_index"], self.row["sequence_index"]
+
+    def count_tokens(self, *, arguments: bool = True) -> dict[str, Any]:
+        """The row with its token counts filled in (the response's only, for a response that
+        joins a stored call)."""
+        row = self.row
+        if arguments and self.arguments_json is not None:
+            count = count_tokens(self.arguments_json, self.model)
+            row["arguments_tokens"], row["token_method"] = count.tokens, count.method
+        if row["response"] is not None:
+            count = count_tokens(row["response"], self.model)
+            row["response_tokens"] = count.tokens
+            row["token_method"] = row["token_method"] or count.method
+        return row
 
 
 def prepare_calls(
@@ -103,8 +122,6 @@ def _prepare_call(
         redactions = redacted.rule_names or None
 
     arguments_json = None
-    arguments_tokens = None
-    method = None
     if arguments is not None:
         try:
             arguments_json = compact_json(arguments)
@@ -115,10 +132,8 @@ def _prepare_call(
         if "\\u0000" in arguments_json:
             arguments = clean_json(arguments)
             arguments_json = compact_json(arguments)
-        count = count_tokens(arguments_json, model)
-        arguments_tokens, method = count.tokens, count.method
 
-    response_tokens = response_bytes = None
+    response_bytes = None
     if response is not None:
         response_bytes = len(response.encode("utf-8", "surrogatepass"))
         if response_bytes > max_result_bytes:
@@ -127,8 +142,6 @@ def _prepare_call(
                 f"result is {response_bytes} bytes, over the limit of {max_result_bytes}",
                 limit=max_result_bytes,
             )
-        count = count_tokens(response, model)
-        response_tokens, method = count.tokens, method or count.method
 
     created_at = draft.created_at or now
     row = {
@@ -146,12 +159,12 @@ def _prepare_call(
         ),
         "is_error": bool(draft.is_error) if response is not None else False,
         "redactions": redactions,
-        "arguments_tokens": arguments_tokens,
-        "response_tokens": response_tokens,
-        "token_method": method,
+        "arguments_tokens": None,
+        "response_tokens": None,
+        "token_method": None,
         "response_bytes": response_bytes,
     }
-    return PreparedCall(draft.field, row, arguments_json)
+    return PreparedCall(draft.field, row, arguments_json, model)
 
 
 def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -198,9 +211,8 @@ _TOOL_COLUMNS = (
     TOOL.c.response_bytes,
 )
 
-_INSERT_KEYS = (
-    "project_id",
-    "message_id",
+# The prepared row's columns that are inserted as they are (ids and JSON are added apart).
+_ROW_KEYS = (
     "round_index",
     "sequence_index",
     "external_tool_call_id",
@@ -253,7 +265,7 @@ def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list
         if diffs:
             raise _call_conflict(call, labels[message_id], diffs)
         if stored["response"] is None and call.row["response"] is not None:
-            stored = _with_response(stored, call.row)
+            stored = _with_response(stored, call.count_tokens(arguments=False))
             updates.append(stored)
         result[key] = stored
 
@@ -267,15 +279,48 @@ def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list
     return out
 
 
+# Statements are built once: building them per request costs more than running them.
+# Filtering by round as well keeps this cheap for a long run posted round by round.
+_LOAD_CALLS = select(*_TOOL_COLUMNS).where(
+    TOOL.c.message_id.in_(bindparam("message_ids", expanding=True)),
+    TOOL.c.round_index.in_(bindparam("rounds", expanding=True)),
+)
+
+_UPDATE_RESPONSES = (
+    update(TOOL)
+    .where(TOOL.c.id == bindparam("b_id"))
+    .values(
+        response=bindparam("b_response"),
+        response_created_at=bindparam("b_response_created_at"),
+        is_error=bindparam("b_is_error"),
+        response_tokens=bindparam("b_response_tokens"),
+        response_bytes=bindparam("b_response_bytes"),
+        started_at=bindparam("b_started_at"),
+        ended_at=bindparam("b_ended_at"),
+        token_method=bindparam("b_token_method"),
+        redactions=json_from_text(bindparam("b_redactions", type_=Text)),
+    )
+)
+
+
+@cache
+def _insert_statement(dialect: str) -> Any:
+    return (
+        dialect_insert(TOOL, dialect)
+        .values(
+            arguments=json_from_text(bindparam("arguments_json", type_=Text)),
+            redactions=json_from_text(bindparam("redactions_json", type_=Text)),
+        )
+        .on_conflict_do_nothing()
+        .returning(TOOL.c.id, TOOL.c.message_id, TOOL.c.round_index, TOOL.c.sequence_index)
+    )
+
+
 def _load_calls(
     message_ids: Iterable[int], rounds: Iterable[int]
 ) -> dict[tuple[int, int, int], dict[str, Any]]:
-    # Filtering by round as well keeps this cheap for a long run posted round by round.
-    rows = db.session.execute(
-        select(*_TOOL_COLUMNS).where(
-            TOOL.c.message_id.in_(sorted(message_ids)), TOOL.c.round_index.in_(sorted(rounds))
-        )
-    ).mappings()
+    params = {"message_ids": sorted(message_ids), "rounds": sorted(rounds)}
+    rows = db.session.execute(_LOAD_CALLS, params).mappings()
     return {(r["message_id"], r["round_index"], r["sequence_index"]): dict(r) for r in rows}
 
 
@@ -319,22 +364,14 @@ def _insert_calls(
     inserts.sort(key=lambda item: (item[0], *item[1].key))
     params = []
     for message_id, call in inserts:
-        row = call.row
-        param = {k: row[k] for k in _INSERT_KEYS if k in row}
+        row = call.count_tokens()
+        param = {k: row[k] for k in _ROW_KEYS}
         param["project_id"] = project_id
         param["message_id"] = message_id
         param["arguments_json"] = call.arguments_json
         param["redactions_json"] = compact_json(row["redactions"]) if row["redactions"] else None
         params.append(param)
-    stmt = (
-        dialect_insert(TOOL)
-        .values(
-            arguments=json_from_text(bindparam("arguments_json", type_=Text)),
-            redactions=json_from_text(bindparam("redactions_json", type_=Text)),
-        )
-        .on_conflict_do_nothing()
-        .returning(TOOL.c.id, TOOL.c.message_id, TOOL.c.round_index, TOOL.c.sequence_index)
-    )
+    stmt = _insert_statement(db.session.get_bind().dialect.name)
     returned = db.session.execute(stmt, params).all()
     if len(returned) != len(params):
         raise RaceLost()
@@ -350,21 +387,6 @@ def _insert_calls(
 def _update_responses(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
-    stmt = (
-        update(TOOL)
-        .where(TOOL.c.id == bindparam("b_id"))
-        .values(
-            response=bindparam("b_response"),
-            response_created_at=bindparam("b_response_created_at"),
-            is_error=bindparam("b_is_error"),
-            response_tokens=bindparam("b_response_tokens"),
-            response_bytes=bindparam("b_response_bytes"),
-            started_at=bindparam("b_started_at"),
-            ended_at=bindparam("b_ended_at"),
-            token_method=bindparam("b_token_method"),
-            redactions=json_from_text(bindparam("b_redactions", type_=Text)),
-        )
-    )
     params = [
         {
             "b_id": r["id"],
@@ -380,4 +402,4 @@ def _update_responses(rows: list[dict[str, Any]]) -> None:
         }
         for r in rows
     ]
-    db.session.execute(stmt, params, execution_options={"synchronize_session": False})
+    db.session.execute(_UPDATE_RESPONSES, params, execution_options={"synchronize_session": False})

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 
 from ..db import db
 from .errors import RaceLost
@@ -78,13 +78,18 @@ def update_conversation(conversation_id: int, values: dict[str, Any], now: datet
     )
 
 
+_TOUCH = (
+    update(CONVERSATION)
+    .where(CONVERSATION.c.id.in_(bindparam("ids", expanding=True)))
+    .values(updated_at=bindparam("now"))
+)
+
+
 def touch_conversations(conversation_ids: Iterable[int], now: datetime) -> None:
     """Last activity is now: one UPDATE, the last statement of a write."""
     ids = sorted(set(conversation_ids))
     if ids:
-        db.session.execute(
-            update(CONVERSATION).where(CONVERSATION.c.id.in_(ids)).values(updated_at=now)
-        )
+        db.session.execute(_TOUCH, {"ids": ids, "now": now})
 
 
 def replace_tool_definitions(conversation_id: int, tools: Sequence[Mapping[str, Any]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
@@ -53,13 +54,31 @@ _MESSAGE_COLUMNS = (
 )
 
 
+# Built once; FOR UPDATE is left out on SQLite, whose write lock covers the whole database.
+_LOCK_MESSAGES = (
+    select(*_MESSAGE_COLUMNS)
+    .where(
+        MESSAGE.c.project_id == bindparam("project_id"),
+        MESSAGE.c.external_id.in_(bindparam("external_ids", expanding=True)),
+    )
+    .order_by(MESSAGE.c.external_id)
+    .with_for_update()
+)
+
+
+@cache
+def _placeholder_insert(dialect: str) -> Any:
+    return (
+        dialect_insert(MESSAGE, dialect)
+        .values(role="assistant")
+        .on_conflict_do_nothing()
+        .returning(*_MESSAGE_COLUMNS)
+    )
+
+
 def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    rows = db.session.execute(
-        select(*_MESSAGE_COLUMNS)
-        .where(MESSAGE.c.project_id == project_id, MESSAGE.c.external_id.in_(sorted(external_ids)))
-        .order_by(MESSAGE.c.external_id)
-        .with_for_update()
-    ).mappings()
+    params = {"project_id": project_id, "external_ids": sorted(external_ids)}
+    rows = db.session.execute(_LOCK_MESSAGES, params).mappings()
     return {r["external_id"]: dict(r) for r in rows}
 
 
@@ -67,15 +86,9 @@ def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[
     """The message a MessageTool post attaches to; a placeholder is made for an unknown id."""
     found = _lock_messages(project_id, [external_id]).get(external_id)
     if found is None:
-        stmt = (
-            dialect_insert(MESSAGE)
-            .values(
-                project_id=project_id, external_id=external_id, role="assistant", created_at=now
-            )
-            .on_conflict_do_nothing()
-            .returning(*_MESSAGE_COLUMNS)
-        )
-        row = db.session.execute(stmt).mappings().first()
+        stmt = _placeholder_insert(db.session.get_bind().dialect.name)
+        params = {"project_id": project_id, "external_id": external_id, "created_at": now}
+        row = db.session.execute(stmt, params).mappings().first()
         if row is None:
             raise RaceLost()
         found = dict(row)

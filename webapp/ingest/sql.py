@@ -37,6 +37,7 @@ def _json_from_text_pg(element: json_from_text, compiler: Any, **kw: Any) -> str
     return f"CAST({compiler.process(element.clauses, **kw)} AS JSONB)"
 
 
-def dialect_insert(table: Any) -> Any:
-    dialect = db.session.get_bind().dialect.name
+def dialect_insert(table: Any, dialect: str | None = None) -> Any:
+    """INSERT with the dialect's ON CONFLICT support (the session's dialect by default)."""
+    dialect = dialect or db.session.get_bind().dialect.name
     return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
