@@ -2,11 +2,17 @@
 
 Four queries whatever the size of the conversation (messages, tool calls, service calls, tool
 definitions); everything is grouped in Python. The replay itself never touches the database.
+
+``load_history`` takes a ``Conversation`` row. ``load_history_with_tokens`` takes the few
+conversation fields it needs (so a caller that read them in its own query loads nothing twice)
+and also returns the token counts stored at ingestion, keyed by the text they count: the replay's
+token counter looks a text up there before it tokenizes anything (see ``webapp.replay_tokens``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
@@ -18,9 +24,45 @@ from .replay.history import Message as HistoryMessage
 from .replay.history import ServiceCall as HistoryServiceCall
 from .replay.history import ToolCall as HistoryToolCall
 from .replay.history import ToolDefinition as HistoryToolDefinition
+from .replay.jsonfast import dumps
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRef:
+    """What the loader needs to know about a conversation besides its rows."""
+
+    id: int
+    external_id: str
+    channel: str | None = None
+    system_prompt: str | None = None
+
+
+@dataclass(slots=True)
+class LoadedHistory:
+    history: History
+    # Text → token count stored at ingestion: results, argument JSON, message contents.
+    stored_tokens: dict[str, int] = field(default_factory=dict)
+    # The model of the latest assistant message: what texts without a stored count are
+    # tokenized for.
+    model: str | None = None
 
 
 def load_history(conversation: Conversation) -> History:
+    ref = ConversationRef(
+        id=conversation.id,
+        external_id=conversation.external_id,
+        channel=conversation.channel.name if conversation.channel else None,
+        system_prompt=conversation.system_prompt,
+    )
+    return _load(ref, with_tokens=False).history
+
+
+def load_history_with_tokens(conversation: ConversationRef) -> LoadedHistory:
+    return _load(conversation, with_tokens=True)
+
+
+def _load(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
+    stored: dict[str, int] = {}
     messages = db.session.execute(
         select(
             Message.id,
@@ -30,6 +72,7 @@ def load_history(conversation: Conversation) -> History:
             Message.created_at,
             Message.status,
             Message.model,
+            Message.content_tokens,
         )
         .where(Message.conversation_id == conversation.id)
         .order_by(Message.created_at, Message.id)
@@ -50,6 +93,8 @@ def load_history(conversation: Conversation) -> History:
             ToolRow.response_created_at,
             ToolRow.is_error,
             ToolRow.redactions,
+            ToolRow.arguments_tokens,
+            ToolRow.response_tokens,
         )
         .join(Message, Message.id == ToolRow.message_id)
         .where(Message.conversation_id == conversation.id)
@@ -71,6 +116,13 @@ def load_history(conversation: Conversation) -> History:
                 redacted=bool(row.redactions),
             )
         )
+        if with_tokens:
+            if row.response is not None and row.response_tokens is not None:
+                stored[row.response] = row.response_tokens
+            if row.arguments is not None and row.arguments_tokens is not None:
+                # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
+                # hand the keys back in another order: same tokens, so the count still holds.
+                stored[dumps(row.arguments)] = row.arguments_tokens
 
     usage_by_message: dict[int, list[HistoryServiceCall]] = defaultdict(list)
     usage_rows = db.session.scalars(
@@ -96,9 +148,16 @@ def load_history(conversation: Conversation) -> History:
         .where(ToolDefinition.conversation_id == conversation.id)
         .order_by(ToolDefinition.name)
     )
-    return History(
+    model = None
+    if with_tokens:
+        for m in messages:
+            if m.content is not None and m.content_tokens is not None:
+                stored[m.content] = m.content_tokens
+            if m.role == "assistant" and m.model:
+                model = m.model  # rows are in time order: the last one wins
+    history = History(
         conversation_id=conversation.external_id,
-        channel=conversation.channel.name if conversation.channel else None,
+        channel=conversation.channel,
         system_prompt=conversation.system_prompt,
         tool_definitions=tuple(
             HistoryToolDefinition(d.name, d.description, d.parameters) for d in definitions
@@ -118,6 +177,7 @@ def load_history(conversation: Conversation) -> History:
             for m in messages
         ),
     )
+    return LoadedHistory(history, stored, model)
 
 
 def freshness_window(project: Project, channel: Channel | None) -> float | None:
