@@ -353,3 +353,155 @@ def test_arbitrary_json_never_causes_a_server_error(client, project_key, body, t
     response = client.open(url, method=method, json=body, headers=project_key.headers)
     assert response.status_code < 500, response.get_data(as_text=True)
     assert response.is_json
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/api/v1/messages/tools?messageIds=a%00b", "query.messageIds"),
+        ("/api/v1/conversations/a%00b", "path.cid"),
+        ("/api/v1/conversations?q=a%00", "query.q"),
+        ("/api/v1/conversations?channel=a%00", "query.channel"),
+    ],
+)
+def test_nul_in_a_url_is_422_not_a_database_error(client, project_key, url, field):
+    assert_error(client.get(url, headers=project_key.headers), 422, "invalid", field=field)
+
+
+def test_a_forged_cursor_is_422(client, project_key):
+    import base64
+
+    naive = base64.urlsafe_b64encode(b"2026-01-01T00:00:00|5").decode()
+    response = client.get(f"/api/v1/conversations?cursor={naive}", headers=project_key.headers)
+    assert_error(response, 422, "invalid", field="query.cursor")
+
+
+# A valid body for every write endpoint; the property below breaks one leaf at a time.
+VALID_BODIES = {
+    ("post", TOOLS_URL): {"messageId": "m1", "tools": [tool_item(0, 0, response="ok")]},
+    ("put", "/api/v1/conversations/c1"): {
+        "title": "t",
+        "channel": "bot",
+        "metadata": {"a": [1, "x"]},
+        "system_prompt": "s",
+        "tools": [{"name": "f", "description": "d", "parameters": {"type": "object"}}],
+        "created_at": "2026-03-10T09:00:00Z",
+    },
+    ("post", "/api/v1/conversations/c1/messages"): {
+        "messages": [
+            {"id": "u1", "role": "user", "content": "hi"},
+            {
+                "id": "a1",
+                "role": "assistant",
+                "content": "x",
+                "model": "gpt-4o",
+                "status": "completed",
+                "usage": [
+                    {"round_index": 0, "input_tokens": 5, "output_tokens": 1, "provider": "openai"}
+                ],
+                "tool_calls": [
+                    native_call(
+                        0,
+                        0,
+                        response={"content": "r", "is_error": False},
+                        started_at="2026-03-10T09:00:00Z",
+                    )
+                ],
+            },
+        ]
+    },
+    ("post", "/api/v1/conversations/c1/turns"): {
+        "user": {"id": "u1", "content": "hi"},
+        "assistant": {
+            "id": "a1",
+            "content": "x",
+            "rounds": [
+                {"usage": {"input_tokens": 1}, "calls": [{"id": "c", "name": "f", "arguments": {}}]}
+            ],
+        },
+    },
+    ("post", "/api/v1/conversations/c1/messages/m1/rounds/0"): {
+        "calls": [{"id": "c", "name": "f", "arguments": {"q": 1}, "response": {"content": "r"}}],
+        "usage": {"model": "gpt-4o"},
+        "status": "in_progress",
+    },
+    ("post", "/api/v1/conversations/c1/import"): {
+        "format": "anthropic",
+        "system": "s",
+        "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "q"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"a": "b"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}],
+            },
+        ],
+    },
+    ("put", "/api/v1/channels/bot"): {"freshness_seconds": 5},
+    ("post", "/api/v1/redaction-rules"): {
+        "name": "r",
+        "kind": "redact_paths",
+        "value": ["a.b"],
+        "function_name": "f*",
+    },
+}
+
+NASTY = [
+    None,
+    "",
+    "\x00",
+    "a\x00b",
+    "x" * 300,
+    -1,
+    2**31,
+    2**70,
+    1.5,
+    float("nan"),
+    float("inf"),
+    True,
+    [],
+    {},
+    {"\x00": "\x00"},
+    ["\x00"],
+    "2026-13-45T99:00:00",
+]
+
+
+def _leaf_paths(value, prefix=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaf_paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaf_paths(item, (*prefix, i))
+    yield prefix
+
+
+def _replace(value, path, new):
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replace(value[path[0]], path[1:], new)
+    return copy
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), target=st.sampled_from(sorted(VALID_BODIES)))
+def test_breaking_any_field_of_a_valid_body_never_causes_a_server_error(
+    client, project_key, data, target
+):
+    method, url = target
+    body = VALID_BODIES[target]
+    path = data.draw(st.sampled_from(list(_leaf_paths(body))))
+    broken = _replace(body, path, data.draw(st.sampled_from(NASTY)))
+    response = client.open(
+        url,
+        method=method,
+        data=json.dumps(broken),  # NaN and Infinity go out as bare literals
+        headers={**project_key.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code < 500, (path, response.get_data(as_text=True))

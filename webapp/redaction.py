@@ -185,7 +185,7 @@ def validate_rule(kind: str, value: Sequence[str]) -> str | None:
     elif kind == "redact_paths":
         if not value:
             return "a redact_paths rule needs at least one path such as `user.ssn`"
-        bad = [p for p in value if not p or any(part == "" for part in p.split("."))]
+        bad = [p for p in value if "\x00" in p or any(part == "" for part in p.split("."))]
         if bad:
             return f"invalid path(s) {', '.join(map(repr, bad))}; use dotted names like a.b.*.c"
     return None

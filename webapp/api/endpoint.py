@@ -85,9 +85,22 @@ def _parse_model(model: type[BaseModel], data: dict[str, Any], prefix: str) -> B
         raise _invalid(exc, prefix) from None
 
 
+def _check_no_nul(path_kwargs: dict[str, Any]) -> None:
+    """PostgreSQL cannot compare text with NUL in it: refuse it in every URL value up front."""
+    values = [(f"path.{k}", v) for k, v in path_kwargs.items()]
+    values += [(f"query.{k}", v) for k, v in request.args.items(multi=True)]
+    for field_path, value in values:
+        if isinstance(value, str) and "\x00" in value:
+            message = "must not contain a NUL character"
+            raise ApiError(
+                422, f"{field_path}: {message}", [{"field": field_path, "message": message}]
+            )
+
+
 def _parse_inputs(
     models: dict[str, type[BaseModel]], path_kwargs: dict[str, Any]
 ) -> dict[str, Any]:
+    _check_no_nul(path_kwargs)
     inputs: dict[str, Any] = {}
     if "path" in models:
         inputs["path"] = _parse_model(models["path"], path_kwargs, "path")

@@ -149,7 +149,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         stamp, _, row_id = raw.partition("|")
-        return datetime.fromisoformat(stamp), int(row_id)
+        updated_at = datetime.fromisoformat(stamp)
+        if updated_at.tzinfo is None:
+            raise ValueError("cursor times are UTC with an offset")
+        return updated_at, int(row_id)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ApiError(
             422,

@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select, update
 
 from ..db import db
-from .errors import RaceLost
+from .errors import Invalid, RaceLost
 from .sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
+from .values import clean_json, clean_text, compact_json
 
 
 def find_conversation(project_id: int, external_id: str) -> Any:
@@ -94,19 +95,27 @@ def touch_conversations(conversation_ids: Iterable[int], now: datetime) -> None:
 
 def replace_tool_definitions(conversation_id: int, tools: Sequence[Mapping[str, Any]]) -> None:
     """The conversation's tools become exactly `tools` (two statements)."""
+    rows = [_tool_definition_row(conversation_id, i, t) for i, t in enumerate(tools)]
     db.session.execute(
         delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id == conversation_id)
     )
-    if tools:
-        db.session.execute(
-            TOOL_DEFINITION.insert(),
-            [
-                {
-                    "conversation_id": conversation_id,
-                    "name": t["name"],
-                    "description": t.get("description"),
-                    "parameters": t.get("parameters"),
-                }
-                for t in tools
-            ],
-        )
+    if rows:
+        db.session.execute(TOOL_DEFINITION.insert(), rows)
+
+
+def _tool_definition_row(conversation_id: int, index: int, tool: Mapping[str, Any]) -> dict:
+    parameters = tool.get("parameters")
+    if parameters is not None:
+        try:
+            compact_json(parameters)
+        except ValueError:
+            raise Invalid(
+                f"tools.{index}.parameters", "NaN and Infinity are not valid JSON values"
+            ) from None
+        parameters = clean_json(parameters)
+    return {
+        "conversation_id": conversation_id,
+        "name": tool["name"],
+        "description": clean_text(tool.get("description")),
+        "parameters": parameters,
+    }
