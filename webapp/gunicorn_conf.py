@@ -1,0 +1,34 @@
+"""gunicorn settings for production, used by the Procfile and by `toolscope bench`:
+
+    gunicorn --config python:webapp.gunicorn_conf --workers 2 --bind 0.0.0.0:8000 \
+        'webapp:create_app()'
+
+Command-line flags override these values. Measured on 2 cores in docs/benchmark.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Threads: a dashboard page or an htmx poll is not queued behind a write that waits for the
+# SQLite lock, and agents' keep-alive connections are kept open.
+worker_class = "gthread"
+threads = 4
+
+# Import the app once in the master and fork: workers start faster and share the code pages.
+# Safe because create_app() opens no database connection (each worker opens its own).
+preload_app = True
+
+# Requests that were not answered in time are abandoned rather than holding a worker forever.
+timeout = 60
+# A worker that once parsed a maximum-size body returns its memory when it is replaced.
+max_requests = 2000
+max_requests_jitter = 200
+
+
+def on_starting(_server: Any) -> None:
+    """Load the tokenizer (~80 MB) in the master, so the forked workers share it instead of
+    each loading a copy on its first write."""
+    from webapp.tokens import preload
+
+    preload()
