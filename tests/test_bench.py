@@ -28,7 +28,7 @@ def test_a_one_second_run_reports_every_figure_without_errors():
         assert "errors 0" in line and "STORED" not in line
     raw = [line for line in report.splitlines() if line.strip().startswith("raw insert")]
     assert len(raw) == 3 and all("rows/s" in line for line in raw)
-    assert "worker memory" in report
+    assert "worker memory after the run" in report and "private" in report
 
 
 def test_url_mode_drives_a_running_server_and_prints_json(live_server, project_key):

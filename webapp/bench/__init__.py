@@ -33,12 +33,10 @@ from .server import (
     require_loopback,
     scratch_postgres,
     scratch_sqlite,
-    worker_memory_mb,
+    worker_memory,
 )
 
-# Measured on the 2-core machine of docs/benchmark.md: gthread beats sync by ~15%, because its
-# threads keep client connections alive and overlap one request's JSON work with another's
-# database wait.
+# As in production (webapp/gunicorn_conf.py); docs/benchmark.md compares sync and gthread.
 DEFAULT_WORKER_CLASS = "gthread"
 DEFAULT_THREADS = 4
 MAX_SECONDS = 600.0
@@ -50,7 +48,7 @@ class TargetReport:
     name: str
     server: str
     startup_seconds: float | None = None
-    worker_rss_mb: list[float] = field(default_factory=list)
+    worker_memory: list[dict[str, float]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
 
 
@@ -70,7 +68,7 @@ class Target:
     type=click.FloatRange(0.5, MAX_SECONDS),
     default=10.0,
     show_default=True,
-    help="Measured time per endpoint (and per raw insert mode, at most 5 s).",
+    help="Measured time per endpoint (and per raw insert mode, at most 3 s).",
 )
 @click.option(
     "--calls",
@@ -239,7 +237,10 @@ def _run_target(
             continue
         report.figures.extend(section.run(ctx))
     if server and server.pid:
-        report.worker_rss_mb = [round(mb, 1) for mb in worker_memory_mb(server.pid)]
+        report.worker_memory = [
+            {"rss_mb": round(w.rss_mb, 1), "private_mb": round(w.private_mb, 1)}
+            for w in worker_memory(server.pid)
+        ]
     return report
 
 
@@ -274,9 +275,12 @@ def _as_text(reports: list[TargetReport], concurrency: int) -> str:
         width = max((len(f.label) for f in report.figures), default=0)
         for figure in report.figures:
             lines.append(f"  {figure.label:<{width}}  {figure.text}")
-        if report.worker_rss_mb:
-            sizes = ", ".join(f"{mb:.0f} MB" for mb in report.worker_rss_mb)
-            lines.append(f"  worker memory (RSS) after the run: {sizes}")
+        if report.worker_memory:
+            sizes = ", ".join(
+                f"{w['rss_mb']:.0f} MB ({w['private_mb']:.0f} MB private)"
+                for w in report.worker_memory
+            )
+            lines.append(f"  worker memory after the run, RSS: {sizes}")
     return "\n".join(lines)
 
 

@@ -125,6 +125,8 @@ def prepare_database(database_url: str) -> str:
 def gunicorn_command(port: int, workers: int, worker_class: str, threads: int) -> list[str]:
     command = [
         sys.executable, "-m", "gunicorn",
+        # The production settings (as in the Procfile); the flags below override them.
+        "--config", "python:webapp.gunicorn_conf",
         "--workers", str(workers),
         "--worker-class", worker_class,
         "--bind", f"127.0.0.1:{port}",
@@ -201,17 +203,34 @@ def _tail(log: object) -> str:
     return log.read()[-2000:]  # type: ignore[attr-defined]
 
 
-def worker_memory_mb(master_pid: int) -> list[float]:
-    """Resident memory of each gunicorn worker (children of the master), from /proc."""
-    sizes = []
+@dataclass(frozen=True)
+class WorkerMemory:
+    rss_mb: float
+    # Pages only this worker uses: what another worker would add (shared pages count once).
+    private_mb: float
+
+
+def worker_memory(master_pid: int) -> list[WorkerMemory]:
+    """Memory of each gunicorn worker (the children of the master), from /proc."""
+    workers = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            status = (entry / "status").read_text()
+            if _proc_fields(entry / "status").get("PPid") != str(master_pid):
+                continue
+            rollup = _proc_fields(entry / "smaps_rollup")
         except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("PPid", "").strip() == str(master_pid) and "VmRSS" in fields:
-            sizes.append(int(fields["VmRSS"].split()[0]) / 1024)
-    return sorted(sizes)
+            continue  # gone, or not ours to read
+        private = sum(_kb(rollup.get(k, "0 kB")) for k in ("Private_Clean", "Private_Dirty"))
+        workers.append(WorkerMemory(_kb(rollup.get("Rss", "0 kB")) / 1024, private / 1024))
+    return sorted(workers, key=lambda w: w.rss_mb)
+
+
+def _proc_fields(path: Path) -> dict[str, str]:
+    lines = path.read_text().splitlines()
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def _kb(value: str) -> int:
+    return int(value.split()[0])
