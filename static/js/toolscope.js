@@ -33,9 +33,21 @@
       const colour = textColour(element);
       figure.layout.font = Object.assign({}, figure.layout.font, { color: colour });
       figure.layout.xaxis = Object.assign({ gridcolor: "rgba(128,128,128,0.25)" }, figure.layout.xaxis);
-      Plotly.newPlot(element, figure.data, figure.layout, figure.config || {});
+      Plotly.newPlot(element, figure.data, figure.layout, figure.config || {}).then(function () {
+        if (sizeObserver) sizeObserver.observe(element);
+      });
     });
   }
+
+  // Plotly's "responsive" only follows window resizes; the timeline column also narrows when
+  // the call panel opens, so every drawn chart follows the size of its own box.
+  const sizeObserver = "ResizeObserver" in window
+    ? new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (window.Plotly && entry.target.dataset.drawn) window.Plotly.Plots.resize(entry.target);
+      });
+    })
+    : null;
 
   const chartObserver = "IntersectionObserver" in window
     ? new IntersectionObserver(function (entries) {

@@ -28,7 +28,9 @@ def _label(call: CallRecord) -> str:
     name = call.function_name
     if len(name) > LABEL_CHARS:
         name = name[: LABEL_CHARS - 1] + "…"
-    return html.escape(f"{call.round_index}.{call.sequence_index} {name}")
+    # Plotly decodes &lt; &gt; &amp; but shows &quot; literally: quotes are left as they are
+    # (they mean nothing in Plotly's text markup).
+    return html.escape(f"{call.round_index}.{call.sequence_index} {name}", quote=False)
 
 
 def run_waterfall(calls: Sequence[CallRecord]) -> dict[str, Any] | None:

@@ -66,6 +66,8 @@ class RunView:
     # "round.sequence" of the last call shown, when more calls follow; None when complete.
     more_after: str | None
     waterfall: str | None = field(default=None, metadata={"json": False})
+    # The figure's height, reserved before Plotly draws it so nothing below jumps.
+    waterfall_height: int = field(default=0, metadata={"json": False})
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,7 @@ def run_view(
         rounds=group_rounds(views, usage, continued_round),
         more_after=call_key(calls[-1]) if has_more and calls else None,
         waterfall=json.dumps(figure, separators=(",", ":")) if figure else None,
+        waterfall_height=figure["layout"]["height"] if figure else 0,
     )
 
 
