@@ -175,9 +175,6 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     assert len({round(b["y"]) for b in boxes}) == 1
     assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"]
     shot(page, f"conversation-{scheme}")
-    if scheme == "light" and os.environ.get("TOOLSCOPE_UPDATE_SCREENSHOT"):
-        README_SCREENSHOT.parent.mkdir(exist_ok=True)
-        page.screenshot(path=str(README_SCREENSHOT), full_page=True)
 
     # The call detail opens in the side panel.
     card = page.locator(".call-card", has_text="search_kb").first
@@ -188,6 +185,12 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     assert "refund policy" in panel.locator(".field pre").first.inner_text()
     assert "selected" in (card.get_attribute("class") or "")
     shot(page, f"call-detail-{scheme}", full_page=False)
+    if scheme == "light" and os.environ.get("TOOLSCOPE_UPDATE_SCREENSHOT"):
+        # The README's picture: the top of the page, timeline and call panel side by side.
+        page.set_viewport_size({"width": 1400, "height": 1050})
+        page.evaluate("window.scrollTo(0, 0)")
+        README_SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(README_SCREENSHOT))
 
     # Escape closes it; opening again and following the replay link lands on the call.
     page.keyboard.press("Escape")

@@ -26,7 +26,7 @@ def test_list_shows_columns_and_newest_activity_first(app, dashboard, project_ke
     assert conversation_rows(doc) == [f"conv-{support_id}", f"conv-{old_id}"]
     cells = [c.text.strip() for c in doc.one(f"#conv-{support_id}").select("td")]
     assert cells[0].startswith("Refund for order #1042")
-    assert cells[1:7] == ["support-bot", "3", "7", "1", "10,013", "$0.03"]
+    assert cells[1:7] == ["support-bot", "3", "7", "1", "10,013", "$0.0269"]
     assert "1 failed run" in cells[0] and "2 without response" in cells[0]
     # The live poller is there for the default sort.
     assert doc.select(".live-strip[hx-get][hx-trigger]")

@@ -62,7 +62,7 @@ def usd(value: Decimal | float | None) -> str:
     amount = Decimal(value)
     if amount == 0:
         return "$0"
-    if abs(amount) < Decimal("0.01"):
+    if abs(amount) < 1:
         return f"${amount:.4f}"
     return f"${amount:,.2f}"
 

@@ -55,12 +55,18 @@ def run_waterfall(calls: Sequence[CallRecord]) -> dict[str, Any] | None:
         "layout": {
             "barmode": "overlay",
             "height": 70 + ROW_HEIGHT_PX * len(timed),
-            "margin": {"l": 10, "r": 10, "t": 10, "b": 40},
+            "margin": {"l": 10, "r": 10, "t": 28 if len(traces) > 1 else 10, "b": 40},
             "xaxis": {"title": {"text": "ms since the first call started"}, "zeroline": True},
             # Categories keep the order of first appearance: calls in (round, sequence) order.
             "yaxis": {"automargin": True, "autorange": "reversed"},
             "showlegend": len(traces) > 1,
-            "legend": {"orientation": "h", "y": -0.25},
+            "legend": {
+                "orientation": "h",
+                "x": 1,
+                "xanchor": "right",
+                "y": 1,
+                "yanchor": "bottom",
+            },
             "paper_bgcolor": "rgba(0,0,0,0)",
             "plot_bgcolor": "rgba(0,0,0,0)",
         },
