@@ -1,8 +1,9 @@
 """The load generator: client processes posting batches of tool calls over keep-alive HTTP.
 
 Processes, not threads: the generator must not be the bottleneck, and one Python process cannot
-both build requests and parse answers fast enough on its own. Each process keeps one
-`http.client` connection open (cheaper per request than `requests`) and builds its bodies by
+both build requests and parse answers fast enough on its own. Each process keeps an
+`http.client` connection alive (cheaper per request than `requests`; reopened every
+RECONNECT_EVERY requests so connections spread over the server's workers) and builds its bodies by
 splicing unique ids into pre-encoded JSON, so almost all of its time is spent waiting for the
 server. Each process reports its own CPU time; the report shows it next to the figures, so a
 saturated client is visible instead of silently capping the result.
@@ -26,6 +27,10 @@ from urllib.parse import urlsplit
 CALLS_PER_REQUEST = 50
 # How long workers wait for each other at the start line before the run is abandoned.
 START_TIMEOUT_SECONDS = 60.0
+# A gthread worker keeps the keep-alive connections it accepted; with a handful of client
+# processes they can all land on one worker and leave the other idle, which a crowd of agents
+# would not do. Reconnecting now and then lets the connections spread over the workers.
+RECONNECT_EVERY = 25
 # In the ids of warm-up requests, so that the stored-calls check can leave them out.
 WARM_UP_MARK = "-warm-up"
 # Kept per process to explain failures; the count of errors is always complete.
@@ -261,6 +266,8 @@ def run_job(job: Job, worker_number: int, start_line: Any) -> WorkerResult:
                     break
             elif time.monotonic() >= deadline:
                 break
+            if n and n % RECONNECT_EVERY == 0:
+                conn.close()
             path, body = build(prefix, n)
             n += 1
             sent = time.monotonic()

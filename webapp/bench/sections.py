@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .load import CALLS_PER_REQUEST, ENDPOINT_LABELS, WARM_UP_MARK, Job, LoadGenerator
-from .server import Server
+from .server import Server, worker_cpu_seconds
 
 # Long enough for every server worker to have loaded what it loads on first use.
 MAX_WARM_UP_SECONDS = 1.0
@@ -93,7 +93,9 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             warm_up_seconds=min(MAX_WARM_UP_SECONDS, ctx.seconds / 4),
         )
         ctx.say(f"  {ENDPOINT_LABELS[endpoint]} ...")
+        cpu_before = worker_cpu_seconds(ctx.server.pid) if ctx.server.pid else {}
         result = ctx.load.run(job)
+        server_cpu = _cpu_used(cpu_before, ctx.server.pid)
         stored = _stored_calls(ctx.server_database_url, ctx.run_id, endpoint)
         values: dict[str, Any] = {
             "calls_per_second": round(result.calls_per_second, 1),
@@ -111,6 +113,12 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
         }
         if stored is not None:
             values["stored_calls"] = stored
+        if server_cpu:
+            # Figures per CPU-second of the server hold up on a busy machine; calls/s do not.
+            busy = sum(server_cpu) / result.wall_seconds
+            values["server_cores_busy"] = round(busy, 2)
+            values["worker_cpu_split"] = [round(c / sum(server_cpu), 2) for c in server_cpu]
+            values["calls_per_server_cpu_second"] = round(result.calls / sum(server_cpu), 1)
         text = (
             f"{result.calls_per_second:>9,.0f} calls/s {result.requests_per_second:>7,.1f} req/s"
             f"   p50 {values['p50_ms']:.1f} ms  p95 {values['p95_ms']:.1f} ms"
@@ -118,6 +126,12 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             f"   ({result.calls:,} calls in {result.wall_seconds:.1f} s"
             f"; client CPU {result.client_cpu_share:.0%} of a core per process)"
         )
+        if server_cpu:
+            split = "/".join(f"{share:.0%}" for share in values["worker_cpu_split"])
+            text += (
+                f"   server: {values['server_cores_busy']:.2f} cores busy (workers {split}),"
+                f" {values['calls_per_server_cpu_second']:,.0f} calls per CPU-second"
+            )
         if "stored_calls" in values and values["stored_calls"] != result.calls:
             text += f"   STORED {values['stored_calls']:,} != SENT {result.calls:,}"
         figures.append(Figure("ingest", ctx.target, ENDPOINT_LABELS[endpoint], values, text))
@@ -132,6 +146,15 @@ def _requests_per_process(ctx: BenchContext) -> int | None:
     requests = -(-ctx.calls // CALLS_PER_REQUEST)
     processes = ctx.load.processes if ctx.load else 1
     return max(1, -(-requests // processes))
+
+
+def _cpu_used(before: dict[int, float], master_pid: int | None) -> list[float]:
+    """CPU seconds each worker spent since `before` (workers that appeared since count fully)."""
+    if not master_pid or not before:
+        return []
+    after = worker_cpu_seconds(master_pid)
+    used = [after[pid] - before.get(pid, 0.0) for pid in sorted(after)]
+    return used if sum(used) > 0 else []
 
 
 def _stored_calls(database_url: str | None, run_id: str, endpoint: str) -> int | None:

@@ -210,18 +210,42 @@ class WorkerMemory:
     private_mb: float
 
 
-def worker_memory(master_pid: int) -> list[WorkerMemory]:
-    """Memory of each gunicorn worker (the children of the master), from /proc."""
+def _workers(master_pid: int) -> list[Path]:
+    """/proc entries of the gunicorn workers (the children of the master)."""
     workers = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if _proc_fields(entry / "status").get("PPid") != str(master_pid):
-                continue
-            rollup = _proc_fields(entry / "smaps_rollup")
+            if _proc_fields(entry / "status").get("PPid") == str(master_pid):
+                workers.append(entry)
         except OSError:
             continue  # gone, or not ours to read
+    return workers
+
+
+def worker_cpu_seconds(master_pid: int) -> dict[int, float]:
+    """CPU time (user + system) each worker has used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    times = {}
+    for entry in _workers(master_pid):
+        try:
+            # The command name (field 2) may hold spaces; the fields after it are fixed.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return times
+
+
+def worker_memory(master_pid: int) -> list[WorkerMemory]:
+    """Memory of each gunicorn worker, from /proc."""
+    workers = []
+    for entry in _workers(master_pid):
+        try:
+            rollup = _proc_fields(entry / "smaps_rollup")
+        except OSError:
+            continue
         private = sum(_kb(rollup.get(k, "0 kB")) for k in ("Private_Clean", "Private_Dirty"))
         workers.append(WorkerMemory(_kb(rollup.get("Rss", "0 kB")) / 1024, private / 1024))
     return sorted(workers, key=lambda w: w.rss_mb)
