@@ -429,3 +429,14 @@ def test_queries_do_not_grow_with_the_conversation(app, dashboard, count_queries
         for cid in (small, large)
     ]
     assert counts[0] == counts[1] <= 8, counts
+
+
+def test_the_json_view_is_remembered_through_the_form(dashboard, support):
+    doc = page(dashboard.get(replay_url(support, view="json")))
+    radios = {r.get("value"): r for r in doc.select(".view-tabs input[type=radio]")}
+    assert "checked" in radios["json"].attrs and "checked" not in radios["chat"].attrs
+    assert radios["json"].get("form") == "replay-options"  # sent with the next update
+    response = dashboard.get(
+        f"/conversations/{support}/replay/fragment?view=json&format=anthropic", headers=HTMX
+    )
+    assert response.headers["HX-Push-Url"].endswith("format=anthropic&view=json")

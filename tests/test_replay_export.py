@@ -484,3 +484,15 @@ def test_the_form_shows_what_was_sent_and_offers_each_turn_start():
     assert [c.value for c in choices] == ["turn:1", "turn:2"]
     assert choices[1].label.startswith("Start of turn 2 · 2025-01-01 12:01:40 UTC")
     assert "And shipping?" in choices[1].label
+
+
+def test_text_blocks_anthropic_merged_into_one_message_stay_one_bubble():
+    h = history(
+        user(1, "first", 0),
+        assistant(2, None, 1, (call(3, "c1", response=None),), status="failed"),
+        user(4, "second", 2),
+    )
+    result = replay(h, ReplayOptions(format="anthropic", freshness_seconds=None))
+    assert len(result.payload["messages"]) == 1
+    entries = chat_entries(result.payload, "anthropic", {}, result.diagnostics, h)
+    assert [(e.role, e.text, e.blocks) for e in entries] == [("user", "first\n\nsecond", 2)]

@@ -55,6 +55,7 @@ class ChatEntry:
     calls: tuple[ChatCall, ...] = ()
     indexes: tuple[int, ...] = ()  # payload messages it comes from (-1: a top-level field)
     mark: str = ""
+    blocks: int = 1  # text blocks of one payload message shown together (Anthropic merges)
 
 
 def _arguments(value: Any) -> Any:
@@ -192,7 +193,12 @@ def chat_entries(
         elif kind == "text":
             flush()
             role, text, index = value
-            entries.append(ChatEntry("text", role, text=text, indexes=(index,)))
+            last = entries[-1] if entries else None
+            if last and last.kind == "text" and index >= 0 and last.indexes == (index,):
+                merged = f"{last.text}\n\n{text}"
+                entries[-1] = replace(last, text=merged, blocks=last.blocks + 1)
+            else:
+                entries.append(ChatEntry("text", role, text=text, indexes=(index,)))
     flush()
     return entries
 

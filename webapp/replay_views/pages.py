@@ -81,6 +81,11 @@ def _show_all() -> bool:
     return request.args.get("show") == "all"
 
 
+def _view() -> str:
+    """Which view of the payload the preview opens with: "chat" or "json"."""
+    return "json" if request.args.get("view") == "json" else "chat"
+
+
 def _focus_row() -> int | None:
     raw = request.args.get("call", "")
     return int(raw) if raw.isdigit() else None
@@ -137,8 +142,9 @@ def raw_json(payload: dict[str, Any]) -> tuple[Markup, int, int]:
 def _links(conversation: service.StoredConversation, query: ReplayQuery) -> dict[str, str]:
     params = query_params(query)
     cid = conversation.row_id
+    view = {"view": "json"} if _view() == "json" else {}
     return {
-        "page_url": url_for("replay.preview", conversation_id=cid, **params),
+        "page_url": url_for("replay.preview", conversation_id=cid, **params, **view),
         "json_url": url_for("replay.preview", conversation_id=cid, fmt="json", **params),
         "download_url": url_for("replay.download", conversation_id=cid, **params),
         "payload_url": url_for("replay.payload", conversation_id=cid, **params),
@@ -160,6 +166,7 @@ def preview_context(
         "form": form_state(request.args),
         "turns": turn_choices(loaded.history),
         "error": error,
+        "view": _view(),
         "fragment_url": url_for("replay.fragment", conversation_id=conversation.row_id),
         "page_action": url_for("replay.preview", conversation_id=conversation.row_id),
     }
