@@ -74,12 +74,12 @@ def test_active_search_returns_the_results_fragment_and_a_clean_url(app, dashboa
         f.simple_conversation(project_key.project_id, "conv-b")
     response = dashboard.get("/conversations?q=conv-b&channel=&has_errors=", headers=HTMX)
     doc = page(response)
-    assert not doc.select("html") and not doc.select("form.filters")
+    assert not doc.select("html") and not doc.select("form#filters")
     assert len(conversation_rows(doc)) == 1
     assert response.headers["HX-Push-Url"] == "/conversations?q=conv-b"
     # A boosted navigation gets the whole page.
     boosted = page(dashboard.get("/conversations", headers={**HTMX, "HX-Boosted": "true"}))
-    assert boosted.select("form.filters")
+    assert boosted.select("form#filters")
 
 
 def test_list_pages_with_a_keyset_cursor(app, dashboard, project_key):
