@@ -21,12 +21,12 @@ from datetime import datetime
 
 from ..queries.records import CallRecord
 
-try:  # The replay library decides what a sources list is; use it when it is installed.
-    from ..replay.compaction import cited_numbers, parse_sources
-except ImportError:  # pragma: no cover - only while the replay library is not merged
-    cited_numbers = parse_sources = None  # type: ignore[assignment]
+# The replay library decides what a sources list is and what counts as a citation.
+from ..replay.compaction import cited_numbers, parse_sources
 
-# Seed 004's ToolResultTruncator default, used when no cap is configured.
+# Seed 004's ToolResultTruncator default. The replay preview truncates only when a cap is
+# chosen; the badge forecasts what this common cap would do (app config
+# REPLAY_RESULT_TOKEN_CAP changes it, None turns the badge off).
 DEFAULT_RESULT_TOKEN_CAP = 2000
 
 
@@ -55,7 +55,7 @@ def uncited_sources(list_response: str | None, cited: frozenset[int] | None) -> 
     ``cited`` is None while the run has no final text: nothing is compacted before the answer
     exists (the replay library's rule).
     """
-    if parse_sources is None or list_response is None or cited is None:
+    if list_response is None or cited is None:
         return []
     items = parse_sources(list_response)
     if items is None:
@@ -64,7 +64,7 @@ def uncited_sources(list_response: str | None, cited: frozenset[int] | None) -> 
 
 
 def citations(final_text: str | None) -> frozenset[int] | None:
-    if cited_numbers is None or not final_text:
+    if not final_text:
         return None
     return cited_numbers(final_text)
 
@@ -101,7 +101,8 @@ def call_badges(
             Badge(
                 "truncated",
                 "would be truncated",
-                f"{call.response_tokens} tokens, over the replay cap of {token_cap}.",
+                f"{call.response_tokens} tokens: a replay with a per-result cap of {token_cap} "
+                "tokens cuts it.",
             )
         )
     dropped = uncited_sources(call.list_response, cited)

@@ -12,6 +12,7 @@ from ..auth import create_key, get_or_create_project
 from ..db import begin_write, db, utcnow
 from ..models import ApiKey, Channel, Project, RedactionRule
 from ..queries import settings as queries
+from ..redaction import DETECTORS, validate_rule
 from .common import jsonable, twin_get, wants_json
 from .context import current_project, select_project
 from .security import dashboard_blueprint
