@@ -13,8 +13,7 @@ from .. import ingest
 from ..importers import ImportedConversation, ImportFormatError, import_conversation
 from ..ingest import CallDraft, Invalid, MessageDraft
 from . import drafts, reads
-from .endpoint import endpoint
-from .message_tools import write_context
+from .endpoint import endpoint, write_context
 from .schemas import (
     ConversationDetail,
     ConversationList,

@@ -22,15 +22,15 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, get_type_hints
 
-from flask import current_app, request
+from flask import current_app, g, request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
-from ..db import begin_write, db
+from ..db import begin_write, db, utcnow
 from ..errors import ApiError, validation_details
-from ..ingest import RaceLost
+from ..ingest import RaceLost, WriteContext, load_rules
 
 # PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then.
 _RETRY_SQLSTATES = {"40001", "40P01", "23505"}
@@ -179,6 +179,18 @@ def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[
         return view
 
     return decorate
+
+
+def write_context() -> WriteContext:
+    """The request's project, clock, redaction rules and limits (one query for the rules)."""
+    project = g.project
+    return WriteContext(
+        project_id=project.id,
+        now=utcnow(),
+        rules=load_rules(project.id),
+        max_result_bytes=current_app.config["MAX_RESULT_BYTES"],
+        price_overrides=project.price_overrides,
+    )
 
 
 def _busy() -> ApiError:

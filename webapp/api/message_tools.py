@@ -9,26 +9,13 @@ from __future__ import annotations
 from flask import current_app, g, jsonify, request
 from flask_openapi3 import APIBlueprint, Tag
 
-from ..db import utcnow
-from ..ingest import Invalid, WriteContext, load_rules, store_message_tools
+from ..ingest import Invalid, store_message_tools
 from . import drafts, reads, serializers
-from .endpoint import endpoint
+from .endpoint import endpoint, write_context
 from .schemas import ErrorOut, MessageToolList, MessageToolsCreate, MessageToolsQuery
 
 TAG = Tag(name="MessageTool", description="Compatible with the MessageTool API of unique_sdk.")
 ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
-
-
-def write_context() -> WriteContext:
-    """The request's project, clock, redaction rules and limits (one query for the rules)."""
-    project = g.project
-    return WriteContext(
-        project_id=project.id,
-        now=utcnow(),
-        rules=load_rules(project.id),
-        max_result_bytes=current_app.config["MAX_RESULT_BYTES"],
-        price_overrides=project.price_overrides,
-    )
 
 
 def register_routes(bp: APIBlueprint) -> None:
