@@ -24,6 +24,8 @@ def post(client, url, **form):
 
 def test_every_form_carries_a_csrf_token(app, dashboard, project_key):
     doc = page(dashboard.get("/settings"))
+    assert not doc.select(".form-error")  # no error shown on a fresh page
+    assert "object at 0x" not in doc.text
     forms = doc.select("form[method=post]")
     assert len(forms) >= 5
     for form in forms:
