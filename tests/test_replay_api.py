@@ -371,3 +371,25 @@ def test_a_stored_conversation_with_every_kind_of_row_round_trips(app, client, p
     reimport(client, project_key, "rows-copy", first)
     second = export(client, project_key, cid="rows-copy", freshness="off")
     assert second["payload"] == first["payload"]
+
+
+# --- The benchmark's replay section -----------------------------------------------------------
+
+
+def test_the_bench_replay_section_reports_core_and_api_figures():
+    """`toolscope bench --only replay`: its own gunicorn and scratch SQLite file."""
+    from click.testing import CliRunner
+
+    from webapp.bench import command
+
+    result = CliRunner().invoke(command, ["--only", "replay", "--seconds", "0.5", "--json"])
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    figures = {f["label"]: f["values"] for f in target["figures"]}
+    for size in ("1,000", "10,000", "50,000"):
+        core = next(v for label, v in figures.items() if label.startswith(f"replay core, {size}"))
+        assert core["runs"] >= 3 and 0 < core["min_ms"] <= core["median_ms"]
+    api = figures["GET /api/v1/conversations/{cid}/replay, 10,000 calls"]
+    assert api["errors"] == 0 and api["requests"] >= 5
+    assert 0 < api["p50_ms"] <= api["p95_ms"]
+    assert api["response_bytes"] > 1_000_000  # the whole 10,000-call payload came back

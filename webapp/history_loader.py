@@ -11,7 +11,10 @@ token counter looks a text up there before it tokenizes anything (see ``webapp.r
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -61,7 +64,26 @@ def load_history_with_tokens(conversation: ConversationRef) -> LoadedHistory:
     return _load(conversation, with_tokens=True)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Loading creates tens of thousands of small objects and no reference cycles; the cyclic
+    collector would walk the growing heap again and again meanwhile (the replay pauses it for
+    the same reason). Reference counting still frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _load(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
+    with _gc_paused():
+        return _load_rows(conversation, with_tokens=with_tokens)
+
+
+def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
     stored: dict[str, int] = {}
     messages = db.session.execute(
         select(
@@ -125,8 +147,18 @@ def _load(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
                 stored[dumps(row.arguments)] = row.arguments_tokens
 
     usage_by_message: dict[int, list[HistoryServiceCall]] = defaultdict(list)
-    usage_rows = db.session.scalars(
-        select(ServiceCall)
+    # Columns, not ORM objects: building thousands of instrumented instances costs more than
+    # the query itself.
+    usage_rows = db.session.execute(
+        select(
+            ServiceCall.message_id,
+            ServiceCall.round_index,
+            ServiceCall.model,
+            ServiceCall.input_tokens,
+            ServiceCall.output_tokens,
+            ServiceCall.cached_tokens,
+            ServiceCall.created_at,
+        )
         .join(Message, Message.id == ServiceCall.message_id)
         .where(Message.conversation_id == conversation.id)
         .order_by(ServiceCall.message_id, ServiceCall.round_index)
@@ -143,8 +175,8 @@ def _load(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
             )
         )
 
-    definitions = db.session.scalars(
-        select(ToolDefinition)
+    definitions = db.session.execute(
+        select(ToolDefinition.name, ToolDefinition.description, ToolDefinition.parameters)
         .where(ToolDefinition.conversation_id == conversation.id)
         .order_by(ToolDefinition.name)
     )

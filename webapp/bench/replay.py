@@ -1,0 +1,272 @@
+"""The replay figures: the pure core on synthetic histories, and the export API end to end.
+
+* **core**: :func:`webapp.replay.replay` on ``make_synthetic_history`` conversations of 1,000,
+  10,000 and 50,000 tool calls (10 calls per turn, so 100 to 5,000 turns), freshness off so
+  every call goes through every rule. Run in this process, no database, no HTTP: what the
+  design's "≤ 100 ms for 10,000 calls, growing linearly" is about. Median of repeated runs.
+* **API**: the 10,000-call history stored in the server's database (SQLAlchemy Core bulk
+  inserts: a few statements, no per-row ORM), then ``GET /api/v1/conversations/<cid>/replay``
+  over one keep-alive connection, one request at a time: loading (five queries), the replay with
+  the token counts stored at ingestion, validation, the naive-replay check and the JSON answer.
+  p50/p95 latency of the measured requests after one warm-up request.
+
+The stored rows carry chars/4 token counts (``token_method`` ``heuristic:chars/4``), which the
+replay reads like tiktoken's: what matters here is that a count is stored, not its value.
+"""
+
+from __future__ import annotations
+
+import http.client
+import statistics
+import time
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..replay import History, ReplayOptions, make_synthetic_history, replay
+from .load import percentile
+from .sections import BenchContext, Figure, section
+from .server import BENCH_PROJECT
+
+CORE_SIZES = (1_000, 10_000, 50_000)
+CALLS_PER_TURN = 10
+API_CALLS = 10_000
+# Repetitions are bounded by time and count, so a short --seconds run stays short.
+MAX_CORE_SECONDS = 3.0
+MIN_CORE_RUNS = 3
+MAX_CORE_RUNS = 50
+MIN_API_REQUESTS = 5
+MAX_API_REQUESTS = 500
+
+
+@section(
+    "replay",
+    "Replay: the pure core on 1k/10k/50k-call histories, and GET .../replay of a stored "
+    "10,000-call conversation",
+    needs_server=True,
+)
+def replay_section(ctx: BenchContext) -> list[Figure]:
+    figures = core_figures(ctx)
+    if ctx.server is None or ctx.server_database_url is None:
+        ctx.say("  replay API: skipped (needs the server's database; not with --url)")
+        return figures
+    figures.append(api_figure(ctx))
+    return figures
+
+
+# --- The pure core ----------------------------------------------------------------------------
+
+
+def time_core(history: History, options: ReplayOptions, seconds: float) -> list[float]:
+    """Milliseconds of each run, repeated for about ``seconds`` (within the run bounds)."""
+    replay(history, options)  # warm-up: first-use costs are not the replay's
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < MIN_CORE_RUNS or (
+        time.perf_counter() < deadline and len(times) < MAX_CORE_RUNS
+    ):
+        started = time.perf_counter()
+        replay(history, options)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def core_figures(ctx: BenchContext) -> list[Figure]:
+    options = ReplayOptions(freshness_seconds=None)
+    seconds = min(ctx.seconds, MAX_CORE_SECONDS) / len(CORE_SIZES)
+    figures = []
+    per_call_1k = None
+    for calls in CORE_SIZES:
+        ctx.say(f"  replay core, {calls:,} calls ...")
+        history = make_synthetic_history(calls // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
+        times = time_core(history, options, seconds)
+        median = statistics.median(times)
+        per_call_us = median * 1000 / calls
+        per_call_1k = per_call_1k or per_call_us
+        values = {
+            "calls": calls,
+            "turns": calls // CALLS_PER_TURN,
+            "median_ms": round(median, 2),
+            "min_ms": round(min(times), 2),
+            "runs": len(times),
+            "us_per_call": round(per_call_us, 2),
+        }
+        text = (
+            f"{median:>9.1f} ms median  (min {min(times):.1f} ms, {len(times)} runs)"
+            f"   {per_call_us:.2f} µs/call, {per_call_us / per_call_1k:.2f} times the 1k rate"
+        )
+        label = f"replay core, {calls:,} calls ({calls // CALLS_PER_TURN:,} turns)"
+        figures.append(Figure("replay", ctx.target, label, values, text))
+    return figures
+
+
+# --- Through the API ----------------------------------------------------------------------------
+
+
+def api_figure(ctx: BenchContext) -> Figure:
+    assert ctx.server is not None and ctx.server_database_url is not None
+    cid = f"{ctx.run_id}-replay"
+    ctx.say(f"  replay API: storing a {API_CALLS:,}-call conversation ...")
+    history = make_synthetic_history(API_CALLS // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
+    store_history(ctx.server_database_url, history, cid)
+    ctx.say("  replay API: GET /api/v1/conversations/{cid}/replay ...")
+    latencies, errors, size = get_replays(ctx, cid)
+    ordered = sorted(latencies)
+    p50, p95 = percentile(ordered, 50), percentile(ordered, 95)
+    values: dict[str, Any] = {
+        "calls": API_CALLS,
+        "requests": len(latencies),
+        "p50_ms": round(p50, 1),
+        "p95_ms": round(p95, 1),
+        "errors": errors,
+        "response_bytes": size,
+    }
+    text = (
+        f"{p50:>9.1f} ms p50   p95 {p95:.1f} ms   {len(latencies)} requests, errors {errors}"
+        f"   ({size / 1e6:.1f} MB per answer)"
+    )
+    label = f"GET /api/v1/conversations/{{cid}}/replay, {API_CALLS:,} calls"
+    return Figure("replay", ctx.target, label, values, text)
+
+
+def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int]:
+    """Latencies (ms) of the measured GETs, the number of failed ones, the answer's size."""
+    assert ctx.server is not None
+    url = urlsplit(ctx.server.base_url)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=120)
+    path = f"/api/v1/conversations/{cid}/replay?freshness=off"
+    headers = {"Authorization": f"Bearer {ctx.server.key}"}
+
+    def get() -> tuple[int, bytes]:
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    try:
+        status, body = get()  # warm-up: the worker loads what it loads on first use
+        latencies: list[float] = []
+        errors = 0 if status == 200 else 1
+        deadline = time.perf_counter() + ctx.seconds
+        while len(latencies) < MIN_API_REQUESTS or (
+            time.perf_counter() < deadline and len(latencies) < MAX_API_REQUESTS
+        ):
+            started = time.perf_counter()
+            status, _ = get()
+            latencies.append((time.perf_counter() - started) * 1000)
+            errors += status != 200
+        return latencies, errors, len(body)
+    finally:
+        conn.close()
+
+
+def store_history(database_url: str, history: History, external_id: str) -> None:
+    """``history`` as rows of the bench project, in a handful of bulk statements."""
+    from .. import create_app
+    from ..db import db
+
+    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "bench"})
+    with app.app_context():
+        try:
+            _insert_rows(db, history, external_id)
+            db.session.commit()
+        finally:
+            db.session.remove()
+            db.engine.dispose()
+
+
+def _tokens(text: str | None) -> int | None:
+    return None if text is None else (len(text) + 3) // 4
+
+
+def _insert_rows(db: Any, history: History, external_id: str) -> None:
+    from sqlalchemy import insert
+
+    from ..auth import get_or_create_project
+    from ..db import utcnow
+    from ..models import Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
+    from ..replay.jsonfast import dumps
+
+    project_id = get_or_create_project(BENCH_PROJECT).id
+    # The synthetic conversation happened long ago; move it to end now, as a live one would.
+    shift = utcnow() - max(m.created_at for m in history.messages) - timedelta(seconds=1)
+    conversation_id = db.session.scalars(
+        insert(Conversation).returning(Conversation.id),
+        [
+            {
+                "project_id": project_id,
+                "external_id": external_id,
+                "title": f"Replay benchmark: {API_CALLS:,} calls",
+                "system_prompt": history.system_prompt,
+                "meta": {},
+                "created_at": history.messages[0].created_at + shift,
+                "updated_at": history.messages[-1].created_at + shift,
+            }
+        ],
+    ).one()
+    db.session.execute(
+        insert(ToolDefinition),
+        [
+            {
+                "conversation_id": conversation_id,
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            }
+            for t in history.tool_definitions
+        ],
+    )
+    message_ids = db.session.scalars(
+        insert(Message).returning(Message.id, sort_by_parameter_order=True),
+        [
+            {
+                "project_id": project_id,
+                "external_id": f"{external_id}-{m.external_id}",
+                "conversation_id": conversation_id,
+                "role": m.role,
+                "content": m.content,
+                "created_at": m.created_at + shift,
+                "status": m.status,
+                "model": m.model,
+                "content_tokens": _tokens(m.content),
+            }
+            for m in history.messages
+        ],
+    ).all()
+    calls, usage = [], []
+    for m, message_id in zip(history.messages, message_ids, strict=True):
+        for c in m.tool_calls:
+            calls.append(
+                {
+                    "project_id": project_id,
+                    "message_id": message_id,
+                    "round_index": c.round_index,
+                    "sequence_index": c.sequence_index,
+                    "external_tool_call_id": c.external_id,
+                    "function_name": c.function_name,
+                    "arguments": c.arguments,
+                    "created_at": c.created_at + shift,
+                    "response": c.response,
+                    "response_created_at": c.response_created_at + shift
+                    if c.response_created_at
+                    else None,
+                    "is_error": c.is_error,
+                    "arguments_tokens": _tokens(dumps(c.arguments)) if c.arguments else None,
+                    "response_tokens": _tokens(c.response),
+                    "token_method": "heuristic:chars/4",
+                    "response_bytes": len(c.response.encode()) if c.response is not None else None,
+                }
+            )
+        for s in m.service_calls:
+            usage.append(
+                {
+                    "message_id": message_id,
+                    "round_index": s.round_index,
+                    "model": s.model,
+                    "input_tokens": s.input_tokens,
+                    "output_tokens": s.output_tokens,
+                    "cached_tokens": s.cached_tokens,
+                    "created_at": s.created_at + shift if s.created_at else None,
+                }
+            )
+    db.session.execute(insert(ToolInvocation), calls)
+    db.session.execute(insert(ServiceCall), usage)
