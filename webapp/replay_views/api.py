@@ -95,6 +95,7 @@ def create_blueprint() -> APIBlueprint:
         responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
     )
     @endpoint()
+    @service.without_cyclic_gc
     def replay_get(path: ConversationPath, query: ReplayQuery):
         """The replay built from the stored rows as of `as_of`, in `format`. A constant number
         of queries whatever the size of the conversation. `download=true` answers with

@@ -14,6 +14,7 @@ URLs (``conversation_id`` is the dashboard's row id, as on the conversation page
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Response, jsonify, render_template, request, url_for
@@ -42,7 +43,14 @@ from ..views.common import (
     wants_json,
 )
 from ..views.context import current_project
-from ..views.highlight import RenderedContent, fold, pretty_json, render_text, render_value
+from ..views.highlight import (
+    RenderedContent,
+    fold,
+    highlight_json_text,
+    pretty_json,
+    render_text,
+    render_value,
+)
 from ..views.security import dashboard_blueprint
 from . import service
 from .api import download_response
@@ -127,16 +135,26 @@ def result_context(
         "entries": visible,
         "window": shown,
         "diagnostics": diagnostics,
-        "validation": built.validation,
-        "naive_problems": built.naive_problems,
         "naive_shown": NAIVE_PROBLEMS_SHOWN,
     }
 
 
-def raw_json(payload: dict[str, Any]) -> tuple[Markup, int, int]:
-    """The payload highlighted (escaped), cut at ``RAW_JSON_CHARS``; and its full length."""
-    rendered = render_value(payload, limit=None if _show_all() else RAW_JSON_CHARS)
-    return rendered.html, rendered.shown_chars, rendered.total_chars
+def raw_json(payload: dict[str, Any]) -> tuple[Markup, bool]:
+    """The payload pretty-printed and highlighted (escaped), and whether it was cut short.
+
+    Only the first ``RAW_JSON_CHARS`` are encoded: the encoder streams, so a 10 MB payload
+    costs no more than a small one. The download and the copy button have all of it."""
+    if _show_all():
+        return render_value(payload, limit=None).html, False
+    pieces: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(payload):
+        pieces.append(chunk)
+        size += len(chunk)
+        if size > RAW_JSON_CHARS:
+            break
+    shown, folded = fold("".join(pieces), RAW_JSON_CHARS)
+    return highlight_json_text(shown), folded
 
 
 def _links(conversation: service.StoredConversation, query: ReplayQuery) -> dict[str, str]:
@@ -172,7 +190,7 @@ def preview_context(
     }
     if built is not None:
         data.update(result_context(built))
-        data["raw_json"], data["raw_shown"], data["raw_total"] = raw_json(built.result.payload)
+        data["raw_json"], data["raw_folded"] = raw_json(built.result.payload)
         data.update(_links(conversation, built.query))
     return data
 
@@ -191,6 +209,7 @@ def _build_preview(conversation: service.StoredConversation):
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/replay")
+@service.without_cyclic_gc
 def preview(conversation_id: int, fmt: str):
     """The replay preview; the JSON twin is the export document (as the API's)."""
     conversation = _conversation(conversation_id)
@@ -210,6 +229,7 @@ def preview(conversation_id: int, fmt: str):
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/fragment")
+@service.without_cyclic_gc
 def fragment(conversation_id: int):
     """The result part of the preview for the options form; pushes the page's URL."""
     conversation = _conversation(conversation_id)
@@ -225,6 +245,7 @@ def fragment(conversation_id: int):
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/download")
+@service.without_cyclic_gc
 def download(conversation_id: int):
     conversation = _conversation(conversation_id)
     if conversation is None:
@@ -237,6 +258,7 @@ def download(conversation_id: int):
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/payload.json")
+@service.without_cyclic_gc
 def payload(conversation_id: int):
     """Just the payload, indented: what the copy button puts on the clipboard."""
     conversation = _conversation(conversation_id)
@@ -250,6 +272,7 @@ def payload(conversation_id: int):
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/replay/compare")
+@service.without_cyclic_gc
 def compare(conversation_id: int, fmt: str):
     """Two option sets side by side (``a.<option>``, ``b.<option>``; shared ones apply to
     both), with what only one of them replays and why."""

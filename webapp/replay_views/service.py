@@ -8,8 +8,12 @@ its validation and the naive-replay check are pure and run on the loaded history
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import wraps
 from typing import Any
 
 from sqlalchemy import select
@@ -27,6 +31,36 @@ from ..replay_export import (
     replay_options,
 )
 from ..replay_tokens import COUNTER_NAME, stored_counter
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a replay request runs.
+
+    Loading, replaying, checking and rendering a long conversation allocate a few hundred
+    thousand small objects that form no reference cycles; meanwhile the collector would walk
+    the whole (growing) heap again and again: a third of a 10,000-call page's time went there.
+    Reference counting frees everything as usual; the collector is re-enabled afterwards only
+    if it was enabled before.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def without_cyclic_gc(view: Callable[..., Any]) -> Callable[..., Any]:
+    """A view run under :func:`gc_paused`."""
+
+    @wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return view(*args, **kwargs)
+
+    return wrapped
 
 
 @dataclass(frozen=True, slots=True)
