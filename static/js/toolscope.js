@@ -44,7 +44,15 @@
   const sizeObserver = "ResizeObserver" in window
     ? new ResizeObserver(function (entries) {
       entries.forEach(function (entry) {
-        if (window.Plotly && entry.target.dataset.drawn) window.Plotly.Plots.resize(entry.target);
+        const element = entry.target;
+        // A chart swapped out or hidden (closed <details>) has nothing to resize.
+        if (!element.isConnected || entry.contentRect.width === 0) {
+          if (!element.isConnected) sizeObserver.unobserve(element);
+          return;
+        }
+        if (window.Plotly && element.dataset.drawn && element.classList.contains("js-plotly-plot")) {
+          Promise.resolve(window.Plotly.Plots.resize(element)).catch(function () {});
+        }
       });
     })
     : null;
