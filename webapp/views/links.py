@@ -16,7 +16,10 @@ def replay_url(conversation_id: int, call_id: int | None = None) -> str:
     installed, the conversation page itself."""
     anchor = f"call-{call_id}" if call_id is not None else None
     if replay_available():
-        return url_for(REPLAY_ENDPOINT, conversation_id=conversation_id, _anchor=anchor)
+        # ``call`` lets a long replay page render the entries around that call.
+        return url_for(
+            REPLAY_ENDPOINT, conversation_id=conversation_id, call=call_id, _anchor=anchor
+        )
     return url_for(
         "conversations.conversation_get", conversation_id=conversation_id, _anchor=anchor
     )
