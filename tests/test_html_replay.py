@@ -229,8 +229,12 @@ def test_a_link_to_an_early_call_shows_the_entries_around_it(app, dashboard):
         first = db.session.scalars(
             select(ToolInvocation.id).order_by(ToolInvocation.id).limit(1)
         ).one()
-    doc = page(dashboard.get(replay_url(conv_id, freshness="off", call=first)))
+    detail = page(dashboard.get(f"/calls/{first}", headers=HTMX))
+    href = next(a.get("href") for a in detail.select("a") if "/replay" in (a.get("href") or ""))
+    assert href == f"/conversations/{conv_id}/replay?call={first}#call-{first}"
+    doc = page(dashboard.get(href.split("#")[0] + "&freshness=off"))
     assert doc.select(f"#call-{first}")
+    assert "later entr" in doc.select(".chat-gap")[-1].text  # the window moved to the call
 
 
 def test_the_timeline_links_each_call_to_its_anchor_in_the_replay(app, dashboard, support):
