@@ -420,3 +420,15 @@ def test_today_is_the_default_period(dashboard, seeded: Seeded) -> None:
     today = datetime.now(UTC).date()
     assert d["filters"]["to"] == today.isoformat()
     assert d["filters"]["from"] == (today - timedelta(days=29)).isoformat()
+
+
+def test_page_links_point_at_the_pages_not_their_json_twins(app) -> None:
+    """The nav and the conversation page embed these URLs; a .json URL would put raw JSON
+    into the page."""
+    from flask import url_for
+
+    with app.test_request_context():
+        assert url_for("analytics.costs_get") == "/costs"
+        assert url_for("analytics.conversation_charts_get", conversation_id=7) == (
+            "/conversations/7/charts"
+        )

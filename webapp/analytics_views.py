@@ -34,7 +34,14 @@ from .errors import error_response
 from .models import Project
 from .pricing import PriceOverride
 from .views import security
-from .views.common import error_page, jsonable, not_found, wants_fragment, wants_json
+from .views.common import (
+    error_page,
+    jsonable,
+    not_found,
+    twin_get,
+    wants_fragment,
+    wants_json,
+)
 from .views.context import current_project
 
 bp = Blueprint("analytics", __name__)
@@ -97,8 +104,7 @@ def _costs_context(project_id: int, f: ChartFilters, **extra: Any) -> dict[str, 
     }
 
 
-@bp.get("/costs", defaults={"fmt": "html"})
-@bp.get("/costs.json", defaults={"fmt": "json"})
+@twin_get(bp, "/costs")
 def costs_get(fmt: str = "html"):
     """The Costs page: project charts that follow the filters; htmx swaps only the charts."""
     try:
@@ -235,8 +241,7 @@ def price_override_delete_post():
 # --- conversation charts ----------------------------------------------------------------------
 
 
-@bp.get("/conversations/<int:conversation_id>/charts", defaults={"fmt": "html"})
-@bp.get("/conversations/<int:conversation_id>/charts.json", defaults={"fmt": "json"})
+@twin_get(bp, "/conversations/<int:conversation_id>/charts")
 def conversation_charts_get(conversation_id: int, fmt: str):
     try:
         options = pages.parse_conversation_options(request.args)
@@ -287,8 +292,3 @@ def conversation_chart_csv(conversation_id: int, chart: str):
 
 def register(app: Flask) -> None:
     app.register_blueprint(bp)
-    # The dashboard registered a placeholder Costs page before this one (webapp/views/costs.py,
-    # "until the analytics pages land"). Its endpoint now serves this page too, so /costs and
-    # links to either endpoint show the charts; drop this once the placeholder is removed.
-    if "costs.costs_get" in app.view_functions:
-        app.view_functions["costs.costs_get"] = costs_get

@@ -1,10 +1,10 @@
 """The dashboard: server-rendered pages with htmx, each with a JSON twin.
 
 Blueprints, one per area: ``conversations`` (list, timeline, call detail, live view),
-``tools``, ``costs`` (a placeholder until the analytics pages land), ``settings`` (keys,
-redaction rules, channel windows), ``login`` (password login, logout, project switcher) and
-``assets`` (plotly.js from the installed package). Read queries live in ``webapp.queries``;
-pure view-model code (timeline grouping, badges, highlighting) in modules of this package.
+``tools``, ``settings`` (keys, redaction rules, channel windows), ``login`` (password login,
+logout, project switcher) and ``assets`` (plotly.js from the installed package). The Costs page
+is the analytics module's. Read queries live in ``webapp.queries``; pure view-model code
+(timeline grouping, badges, highlighting) in modules of this package.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from . import formatting
 
 
 def register(app: Flask) -> None:
-    from . import assets, conversations, costs, login, settings, tools
+    from . import assets, conversations, login, settings, tools
 
-    for module in (conversations, tools, costs, settings, login, assets):
+    for module in (conversations, tools, settings, login, assets):
         app.register_blueprint(module.bp)
 
     app.config.setdefault("LIVE_POLL_SECONDS", 2)
