@@ -178,7 +178,8 @@ def preview_context(
     loaded: LoadedHistory,
     built: service.BuiltReplay | None,
     error: OptionError | None,
-) -> dict:
+) -> dict[str, Any]:
+    """Everything the preview page and its fragment show."""
     data: dict[str, Any] = {
         "conversation": conversation,
         "form": form_state(request.args),
@@ -195,7 +196,11 @@ def preview_context(
     return data
 
 
-def _build_preview(conversation: service.StoredConversation):
+def _build_preview(
+    conversation: service.StoredConversation,
+) -> tuple[LoadedHistory, service.BuiltReplay | None, OptionError | None]:
+    """Load and replay with the request's options; an unusable option is returned, not
+    raised, so the page can still show its form."""
     loaded = service.load(conversation)
     try:
         query = parse_query(form_params(request.args))
@@ -247,6 +252,7 @@ def fragment(conversation_id: int):
 @bp.get("/conversations/<int:conversation_id>/replay/download")
 @service.without_cyclic_gc
 def download(conversation_id: int):
+    """The export document as a file, for the page's Download button."""
     conversation = _conversation(conversation_id)
     if conversation is None:
         return not_found("conversation")
