@@ -781,3 +781,25 @@ def test_options_are_checked() -> None:
         ReplayOptions(as_of=at(0).replace(tzinfo=None))
     with pytest.raises(ValueError, match="budget"):
         ReplayOptions(context_budget=-1)
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "openai-responses", "anthropic"])
+def test_untyped_tool_schemas_are_sent_as_object_schemas(fmt: str) -> None:
+    """Agents often store `{}` or bare properties; providers reject a schema without
+    "type": "object", so the replay sends one (and the payload validates)."""
+    h = history(
+        user(1, "hi", 0),
+        tools=(
+            ToolDefinition("empty", None, {}),
+            ToolDefinition("bare", None, {"properties": {"q": {"type": "string"}}}),
+        ),
+    )
+    result = run(h, format=fmt)
+    tools = result.payload["tools"]
+    key = {"openai-chat": "parameters", "openai-responses": "parameters"}.get(fmt, "input_schema")
+    schemas = [t["function"][key] if fmt == "openai-chat" else t[key] for t in tools]
+    assert schemas == [
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {"q": {"type": "string"}}},
+    ]
+    assert validate(result.payload, fmt) == []

@@ -33,6 +33,11 @@ anthropic::
   history are appended to the top-level ``system`` text. An empty result is sent as a
   ``tool_result`` without ``content`` (the field is optional; empty text blocks are rejected).
 
+Tool schemas: providers reject a top-level schema that is not ``"type": "object"``, which is
+what an agent that stores ``{}`` (or properties without a type) means, so such schemas are sent
+with ``"type": "object"`` added; a schema that declares another type is sent as stored (the
+validator reports it).
+
 Keys with nothing to put in them (``tools``, ``system``, ``instructions``, descriptions) are
 omitted. Arguments ``None`` become ``"{}"`` / ``{}``. Errors: ``is_error: true`` for Anthropic;
 OpenAI formats send the error text as the result content. Sub-objects (arguments, schemas) are
@@ -51,6 +56,15 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 JSON = dict[str, Any]
 
 
+def _object_schema(parameters: dict[str, Any] | None) -> JSON:
+    """The stored schema as providers accept it: untyped schemas become object schemas."""
+    if not parameters:
+        return EMPTY_SCHEMA
+    if "type" not in parameters:
+        return {"type": "object", **parameters}
+    return parameters
+
+
 def _tools_openai_chat(tools: list[ToolDefinition]) -> list[JSON]:
     out = []
     for t in tools:
@@ -58,7 +72,7 @@ def _tools_openai_chat(tools: list[ToolDefinition]) -> list[JSON]:
         if t.description:
             fn["description"] = t.description
         if t.parameters is not None:
-            fn["parameters"] = t.parameters
+            fn["parameters"] = _object_schema(t.parameters)
         out.append({"type": "function", "function": fn})
     return out
 
@@ -69,7 +83,7 @@ def _tools_openai_responses(tools: list[ToolDefinition]) -> list[JSON]:
         tool: JSON = {"type": "function", "name": t.name}
         if t.description:
             tool["description"] = t.description
-        tool["parameters"] = t.parameters if t.parameters is not None else EMPTY_SCHEMA
+        tool["parameters"] = _object_schema(t.parameters)
         tool["strict"] = False
         out.append(tool)
     return out
@@ -81,7 +95,7 @@ def _tools_anthropic(tools: list[ToolDefinition]) -> list[JSON]:
         tool: JSON = {"name": t.name}
         if t.description:
             tool["description"] = t.description
-        tool["input_schema"] = t.parameters if t.parameters is not None else EMPTY_SCHEMA
+        tool["input_schema"] = _object_schema(t.parameters)
         out.append(tool)
     return out
 
