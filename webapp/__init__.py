@@ -86,14 +86,7 @@ def _engine_options(url: str) -> dict[str, Any]:
 
 
 def _register_blueprints(app: OpenAPI) -> None:
-    """Blueprints are added here as areas are built; each module exposes `register(app)`."""
-    import importlib
+    from . import analytics_views, api, replay_views, views
 
-    for name in ("api", "views", "replay_views", "analytics_views"):
-        try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue
-        module.register(app)
+    for area in (api, views, replay_views, analytics_views):
+        area.register(app)

@@ -105,20 +105,8 @@ def purge_command(days: int, project_slug: str | None) -> None:
 
 
 def init_app(app: Flask) -> None:
-    app.cli.add_command(serve_command)
-    app.cli.add_command(keys_group)
-    app.cli.add_command(purge_command)
-    for optional in ("demo", "bench"):
-        _add_optional_command(app, optional)
+    from .bench import command as bench_command
+    from .demo import command as demo_command
 
-
-def _add_optional_command(app: Flask, module_name: str) -> None:
-    import importlib
-
-    try:
-        module = importlib.import_module(f".{module_name}", __package__)
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.{module_name}":
-            raise
-        return
-    app.cli.add_command(module.command)
+    for command in (serve_command, keys_group, purge_command, demo_command, bench_command):
+        app.cli.add_command(command)
