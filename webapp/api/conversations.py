@@ -11,7 +11,7 @@ from flask_openapi3 import APIBlueprint, Tag
 
 from .. import ingest
 from ..importers import ImportedConversation, ImportFormatError, import_conversation
-from ..ingest import CallDraft, Invalid, MessageDraft
+from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
 from . import drafts, reads
 from .endpoint import endpoint, write_context
 from .schemas import (
@@ -47,11 +47,16 @@ def _call_count(message_drafts: list[MessageDraft]) -> int:
     return sum(len(d.calls) for d in message_drafts)
 
 
-def _store(cid: str, message_drafts: list[MessageDraft]) -> list[dict[str, Any]]:
-    """Write messages into conversation `cid` (created if unknown); the stored rows."""
+def _prepare(message_drafts: list[MessageDraft]) -> tuple[WriteContext, list[PreparedMessage]]:
+    """The request's write context and its messages prepared (before the write lock)."""
     ctx = write_context()
+    return ctx, ingest.prepare_messages(ctx, message_drafts)
+
+
+def _store(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]) -> list[dict[str, Any]]:
+    """Write messages into conversation `cid` (created if unknown); the stored rows."""
     conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
-    return ingest.store_messages(ctx, conversation_id, cid, message_drafts)
+    return ingest.store_messages(ctx, conversation_id, cid, prepared)
 
 
 def register_routes(bp: APIBlueprint) -> None:
@@ -61,15 +66,12 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Create or update a conversation",
         responses={200: ConversationOut, 201: ConversationOut, **WRITE_ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def conversation_put(path: ConversationPath, body: ConversationPut):
         """Only the fields given change. `channel` is created by name on first use; `tools`
         replaces the conversation's tool definitions. 201 when created, 200 when updated."""
         cid = _check_id("path.cid", path.cid)
         ctx = write_context()
-        conversation_id, created = ingest.ensure_conversation(
-            ctx.project_id, cid, ctx.now, body.created_at
-        )
         values: dict[str, Any] = {}
         if body.title is not None:
             values["title"] = ingest.clean_text(body.title)
@@ -77,14 +79,23 @@ def register_routes(bp: APIBlueprint) -> None:
             values["metadata"] = body.metadata
         if body.system_prompt is not None:
             values["system_prompt"] = ingest.clean_text(body.system_prompt)
-        if body.created_at is not None and not created:
-            values["created_at"] = body.created_at
-        if body.channel is not None:
-            values["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
-        if body.tools is not None:
-            ingest.replace_tool_definitions(conversation_id, [t.model_dump() for t in body.tools])
-        ingest.update_conversation(conversation_id, values, ctx.now)
-        return jsonify(reads.conversation_out(ctx.project_id, cid)), 201 if created else 200
+        tools = [t.model_dump() for t in body.tools] if body.tools is not None else None
+
+        def store():
+            conversation_id, created = ingest.ensure_conversation(
+                ctx.project_id, cid, ctx.now, body.created_at
+            )
+            changes = dict(values)
+            if body.created_at is not None and not created:
+                changes["created_at"] = body.created_at
+            if body.channel is not None:
+                changes["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
+            if tools is not None:
+                ingest.replace_tool_definitions(conversation_id, tools)
+            ingest.update_conversation(conversation_id, changes, ctx.now)
+            return jsonify(reads.conversation_out(ctx.project_id, cid)), 201 if created else 200
+
+        return store
 
     @bp.get(
         "/conversations",
@@ -120,7 +131,7 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Store messages (with their tool calls and usage)",
         responses={201: MessageList, **WRITE_ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def messages_create(path: ConversationPath, body: MessagesCreate):
         """The conversation is created if unknown. Idempotent per message id; an in_progress
         assistant message may be updated. All or nothing."""
@@ -130,9 +141,14 @@ def register_routes(bp: APIBlueprint) -> None:
         drafts.check_count(
             "messages", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
         )
-        rows = _store(cid, message_drafts)
-        data = reads.messages_out([r["id"] for r in rows], cid)
-        return jsonify({"object": "list", "data": data, "has_more": False}), 201
+        ctx, prepared = _prepare(message_drafts)
+
+        def store():
+            rows = _store(ctx, cid, prepared)
+            data = reads.messages_out([r["id"] for r in rows], cid)
+            return jsonify({"object": "list", "data": data, "has_more": False}), 201
+
+        return store
 
     @bp.post(
         "/conversations/<cid>/turns",
@@ -140,7 +156,7 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Store a whole turn (user message, assistant rounds and answer) at once",
         responses={201: TurnOut, **WRITE_ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def turn_create(path: ConversationPath, body: TurnCreate):
         """Round i of `assistant.rounds` gets round_index i; a call's sequence_index defaults
         to its position. One transaction."""
@@ -151,11 +167,16 @@ def register_routes(bp: APIBlueprint) -> None:
         drafts.check_count(
             "assistant.rounds", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
         )
-        rows = _store(cid, message_drafts)
-        out = reads.messages_out([r["id"] for r in rows], cid)
-        return jsonify(
-            {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
-        ), 201
+        ctx, prepared = _prepare(message_drafts)
+
+        def store():
+            rows = _store(ctx, cid, prepared)
+            out = reads.messages_out([r["id"] for r in rows], cid)
+            return jsonify(
+                {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
+            ), 201
+
+        return store
 
     @bp.post(
         "/conversations/<cid>/messages/<mid>/rounds/<round_index>",
@@ -163,7 +184,7 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Append one round (service call) of an assistant run",
         responses={201: MessageOut, **WRITE_ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def round_create(path: RoundPath, body: RoundCreate):
         """Per-service-call persistence (seed 002). The assistant message is created as
         `in_progress` if unknown; `status` finishes the run. A round's calls may be posted
@@ -181,8 +202,13 @@ def register_routes(bp: APIBlueprint) -> None:
         )
         if body.usage is not None:
             draft.usage.append(drafts.usage_draft("usage", body.usage, path.round_index))
-        rows = _store(cid, [draft])
-        return jsonify(reads.messages_out([rows[0]["id"]], cid)[0]), 201
+        ctx, prepared = _prepare([draft])
+
+        def store():
+            rows = _store(ctx, cid, prepared)
+            return jsonify(reads.messages_out([rows[0]["id"]], cid)[0]), 201
+
+        return store
 
     @bp.post(
         "/conversations/<cid>/import",
@@ -190,7 +216,7 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Import an OpenAI or Anthropic message list as a conversation",
         responses={201: ConversationDetail, **WRITE_ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def conversation_import(path: ConversationPath, body: ImportCreate):
         """Rounds and sequence indices are derived from the provider format. Message ids are
         deterministic, so importing the same list again changes nothing. The body of a replay
@@ -199,15 +225,20 @@ def register_routes(bp: APIBlueprint) -> None:
         cid = _check_id("path.cid", path.cid)
         imported = _read_import(cid, body)
         ctx = write_context()
-        conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
         started_at = body.started_at or ctx.now
-        ingest.store_messages(ctx, conversation_id, cid, _import_drafts(imported, started_at))
-        if imported.tools:
-            ingest.replace_tool_definitions(conversation_id, imported.tools)
-        if imported.system_prompt is not None:
-            values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
-            ingest.update_conversation(conversation_id, values, ctx.now)
-        return jsonify(reads.conversation_detail(ctx.project_id, cid)), 201
+        prepared = ingest.prepare_messages(ctx, _import_drafts(imported, started_at))
+
+        def store():
+            conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
+            ingest.store_messages(ctx, conversation_id, cid, prepared)
+            if imported.tools:
+                ingest.replace_tool_definitions(conversation_id, imported.tools)
+            if imported.system_prompt is not None:
+                values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
+                ingest.update_conversation(conversation_id, values, ctx.now)
+            return jsonify(reads.conversation_detail(ctx.project_id, cid)), 201
+
+        return store
 
 
 def _read_import(cid: str, body: ImportCreate) -> ImportedConversation:

@@ -7,10 +7,16 @@ annotations flask-openapi3 reads to write the OpenAPI document, and:
    core): malformed JSON or a wrong content type is a 400, an invalid document a 422 naming the
    field; a body over MAX_BODY_BYTES is werkzeug's 413, answered as JSON by `webapp.errors`;
 2. authenticates the Bearer key (401 wins over 400/422, so a stranger learns nothing);
-3. for writes, opens the transaction with `begin_write()` (SQLite's write lock up front), runs
-   the view and commits. A lost insert race (`RaceLost`, or a unique violation, deadlock or
-   serialization failure on PostgreSQL) is rolled back and run once more; SQLite still locked
-   after its busy timeout is a 503, which clients retry.
+3. runs the view. A read view returns the response. A write view declared with
+   `prepares=True` is a *prepare* step: in a short read transaction (the key, the project's
+   redaction rules) it checks and redacts the input and counts its tokens, then returns a
+   `Store`: a function of no arguments that runs only the SQL and returns the response. (A
+   plain write view is its own `Store`.) The read transaction is ended, the write transaction
+   opened with `begin_write()` (SQLite's write lock up front), the `Store` run and committed.
+   So on SQLite, where one writer at a time holds the lock, the CPU work of one request runs
+   while another request writes. A lost insert race (`RaceLost`, or a unique
+   violation, deadlock or serialization failure on PostgreSQL) is rolled back and the `Store`
+   run once more; SQLite still locked after its busy timeout is a 503, which clients retry.
 
 flask-openapi3 is told not to validate (`__delay_validate_request__`): its body parsing answers
 malformed JSON with a 422 and cannot tell a wrong content type apart.
@@ -19,7 +25,7 @@ malformed JSON with a 422 and cannot tell a wrong content type apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, get_type_hints
 
 from flask import current_app, g, request
@@ -31,6 +37,9 @@ from ..auth import authenticate_api_key
 from ..db import begin_write, db, utcnow
 from ..errors import ApiError, validation_details
 from ..ingest import RaceLost, WriteContext, load_rules
+
+# What a write view returns: its database step, run inside the write transaction (perhaps twice).
+Store = Callable[[], Any]
 
 # PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then.
 _RETRY_SQLSTATES = {"40001", "40P01", "23505"}
@@ -127,8 +136,15 @@ def _sqlite_busy(exc: Exception) -> bool:
     return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
-def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate an API view (below the blueprint's route decorator)."""
+def endpoint(
+    *, write: bool = False, prepares: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an API view (below the blueprint's route decorator).
+
+    `write=True`: the view runs in the write transaction. With `prepares=True` as well, the view
+    runs before it, outside any write, and returns the `Store` to run in it.
+    """
+    assert write or not prepares, "prepares=True is for write views"
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         hints = get_type_hints(func)
@@ -145,35 +161,20 @@ def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[
                 problem = None
             except ApiError as exc:
                 inputs, problem = {}, exc
+            authenticate_api_key()
+            if problem is not None:
+                raise problem
             if not write:
-                authenticate_api_key()
-                if problem is not None:
-                    raise problem
                 response = func(**inputs)
                 db.session.commit()  # keeps the key's last_used_at, if auth recorded it
                 return response
-            for attempt in (1, 2):
-                try:
-                    begin_write()
-                    authenticate_api_key()
-                    if problem is not None:
-                        raise problem
-                    response = func(**inputs)
-                    db.session.commit()
-                    return response
-                except (RaceLost, DBAPIError) as exc:
-                    db.session.rollback()
-                    if _sqlite_busy(exc):
-                        raise _busy() from exc
-                    if not _retryable(exc):
-                        raise
-                    if attempt == 2:
-                        current_app.logger.warning("write race lost twice: %s", exc)
-                        raise _busy() from exc
-                except BaseException:
-                    db.session.rollback()
-                    raise
-            raise AssertionError("unreachable")
+            try:
+                store = func(**inputs) if prepares else partial(func, **inputs)
+                db.session.commit()  # ends the read before the write lock is taken
+            except BaseException:
+                db.session.rollback()
+                raise
+            return _run_write(store)
 
         view.__delay_validate_request__ = True  # type: ignore[attr-defined]
         return view
@@ -181,8 +182,33 @@ def endpoint(*, write: bool = False) -> Callable[[Callable[..., Any]], Callable[
     return decorate
 
 
+def _run_write(store: Store) -> Any:
+    """Run a write view's database step in the write transaction; one retry on a lost race."""
+    for attempt in (1, 2):
+        try:
+            begin_write()
+            response = store()
+            db.session.commit()
+            return response
+        except (RaceLost, DBAPIError) as exc:
+            db.session.rollback()
+            if _sqlite_busy(exc):
+                raise _busy() from exc
+            if not _retryable(exc):
+                raise
+            if attempt == 2:
+                current_app.logger.warning("write race lost twice: %s", exc)
+                raise _busy() from exc
+        except BaseException:
+            db.session.rollback()
+            raise
+    raise AssertionError("unreachable")
+
+
 def write_context() -> WriteContext:
-    """The request's project, clock, redaction rules and limits (one query for the rules)."""
+    """The request's project, clock, redaction rules and limits (one query for the rules).
+
+    Called by a write view's prepare step, in the read before the write lock."""
     project = g.project
     return WriteContext(
         project_id=project.id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import current_app, g, jsonify, request
 from flask_openapi3 import APIBlueprint, Tag
 
-from ..ingest import Invalid, store_message_tools
+from ..ingest import Invalid, prepare_message_tools, store_message_tools
 from . import drafts, reads, serializers
 from .endpoint import endpoint, write_context
 from .schemas import ErrorOut, MessageToolList, MessageToolsCreate, MessageToolsQuery
@@ -25,15 +25,21 @@ def register_routes(bp: APIBlueprint) -> None:
         summary="Store a batch of tool calls (and responses) of one message",
         responses={201: MessageToolList, **ERRORS},
     )
-    @endpoint(write=True)
+    @endpoint(write=True, prepares=True)
     def message_tools_create(body: MessageToolsCreate):
         """Idempotent: a retried batch is stored once; a later post may add responses. An
         unknown messageId makes a placeholder message, attached when its conversation's
         messages arrive. At most MAX_TOOLS_PER_REQUEST tools."""
         drafts.check_count("tools", len(body.tools), "MAX_TOOLS_PER_REQUEST", "tools")
-        rows = store_message_tools(write_context(), body.messageId, drafts.sdk_calls(body.tools))
-        data = [serializers.message_tool(r, body.messageId) for r in rows]
-        return jsonify(serializers.listing(data)), 201
+        ctx = write_context()
+        batch = prepare_message_tools(ctx, body.messageId, drafts.sdk_calls(body.tools))
+
+        def store():
+            rows = store_message_tools(ctx, batch)
+            data = [serializers.message_tool(r, body.messageId) for r in rows]
+            return jsonify(serializers.listing(data)), 201
+
+        return store
 
     @bp.get(
         "/messages/tools",

@@ -1,7 +1,10 @@
 """The write path: conversations, messages, tool calls and usage, in bulk, idempotent, atomic.
 
-Callers (the API views) open the request's transaction with `db.begin_write()`, call these
-functions and commit. Nothing here commits, so a failure anywhere leaves nothing behind.
+Callers (the API views) prepare a batch first (`prepare_messages`, `prepare_message_tools`:
+redaction and token counting, no database writes), then open the write transaction with
+`db.begin_write()`, call the `store_*` functions and commit. On SQLite only one writer holds
+the lock at a time, so the CPU work stays outside it. Nothing here commits, so a failure
+anywhere leaves nothing behind.
 
 Speed: a request runs a constant number of statements whatever its size. Existing rows for all
 keys of a batch are loaded in one query, the differences are worked out in Python, and the
@@ -33,13 +36,24 @@ from .errors import Conflict, Invalid, RaceLost
 from .messages import MessageDraft
 from .usage import UsageDraft
 from .values import clean_text
-from .writes import WriteContext, load_rules, store_message_tools, store_messages
+from .writes import (
+    PreparedMessage,
+    PreparedToolBatch,
+    WriteContext,
+    load_rules,
+    prepare_message_tools,
+    prepare_messages,
+    store_message_tools,
+    store_messages,
+)
 
 __all__ = [
     "CallDraft",
     "Conflict",
     "Invalid",
     "MessageDraft",
+    "PreparedMessage",
+    "PreparedToolBatch",
     "RaceLost",
     "UsageDraft",
     "WriteContext",
@@ -47,6 +61,8 @@ __all__ = [
     "ensure_channel",
     "ensure_conversation",
     "load_rules",
+    "prepare_message_tools",
+    "prepare_messages",
     "replace_tool_definitions",
     "store_message_tools",
     "store_messages",

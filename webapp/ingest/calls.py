@@ -1,4 +1,5 @@
-"""Tool calls: redaction, measurement and token counts (pure), then bulk, idempotent storage.
+"""Tool calls: redaction, measurement and token counts (pure, done before the write lock), then
+bulk, idempotent storage.
 
 A call is keyed by (message, round_index, sequence_index). Storing a batch loads the stored rows
 for its keys in one query, compares in Python, and writes with one multi-row INSERT and at most
@@ -42,33 +43,43 @@ class CallDraft:
 
 @dataclass(slots=True)
 class PreparedCall:
-    """A redacted call with its computed columns, ready to compare and insert.
+    """A redacted call with its computed columns and token counts, ready to compare and insert.
 
-    Token counts are left for `count_tokens`: only rows that are really written pay for the
-    tokenizer, not retries of stored calls.
+    Tokens are counted when the call is prepared, before the request takes the database's write
+    lock: tokenizing is a third of a write's CPU, and on SQLite only one writer holds the lock at
+    a time. A retry of an already stored call pays for counting it again; that is the price of
+    letting two workers tokenize in parallel.
     """
 
     field: str
     row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
     arguments_json: str | None
-    model: str | None = None
+    model: str | None = None  # the model the tokens were counted for
 
     @property
     def key(self) -> tuple[int, int]:
         return self.row["round_index"], self.row["sequence_index"]
 
-    def count_tokens(self, *, arguments: bool = True) -> dict[str, Any]:
-        """The row with its token counts filled in (the response's only, for a response that
-        joins a stored call)."""
+    def count_tokens(self, model: str | None) -> None:
+        """Fill in the row's token counts for `model` (the tokenizer depends on it)."""
+        self.model = model
         row = self.row
-        if arguments and self.arguments_json is not None:
-            count = count_tokens(self.arguments_json, self.model)
+        row["arguments_tokens"] = row["response_tokens"] = row["token_method"] = None
+        if self.arguments_json is not None:
+            count = count_tokens(self.arguments_json, model)
             row["arguments_tokens"], row["token_method"] = count.tokens, count.method
         if row["response"] is not None:
-            count = count_tokens(row["response"], self.model)
+            count = count_tokens(row["response"], model)
             row["response_tokens"] = count.tokens
             row["token_method"] = row["token_method"] or count.method
-        return row
+
+
+def recount_for_model(calls: Sequence[PreparedCall], model: str | None) -> None:
+    """Count again the calls that were counted for another model (a rare race: the message's
+    model was set between the request's read and its write)."""
+    for call in calls:
+        if call.model != model:
+            call.count_tokens(model)
 
 
 def prepare_calls(
@@ -79,7 +90,9 @@ def prepare_calls(
     now: datetime,
     max_result_bytes: int,
 ) -> list[PreparedCall]:
-    """Redact, measure and count one message's calls; skipped calls are left out.
+    """Redact, measure and count the tokens of one message's calls; skipped calls are left out.
+
+    Pure (no database): callers run it before taking the write lock.
 
     Raises `Invalid` for a result over the size limit, arguments that are not JSON, or two
     different calls with the same (round, sequence) in the request. Identical repeats are
@@ -164,7 +177,9 @@ def _prepare_call(
         "token_method": None,
         "response_bytes": response_bytes,
     }
-    return PreparedCall(draft.field, row, arguments_json, model)
+    call = PreparedCall(draft.field, row, arguments_json)
+    call.count_tokens(model)
+    return call
 
 
 def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -265,7 +280,7 @@ def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list
         if diffs:
             raise _call_conflict(call, labels[message_id], diffs)
         if stored["response"] is None and call.row["response"] is not None:
-            stored = _with_response(stored, call.count_tokens(arguments=False))
+            stored = _with_response(stored, call.row)
             updates.append(stored)
         result[key] = stored
 
@@ -364,7 +379,7 @@ def _insert_calls(
     inserts.sort(key=lambda item: (item[0], *item[1].key))
     params = []
     for message_id, call in inserts:
-        row = call.count_tokens()
+        row = call.row
         param = {k: row[k] for k in _ROW_KEYS}
         param["project_id"] = project_id
         param["message_id"] = message_id

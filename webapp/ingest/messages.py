@@ -39,6 +39,9 @@ class MessageDraft:
     usage: list[UsageDraft] = field(default_factory=list)
     # Run status of a new assistant message when none is given (per-round posts: in_progress).
     default_status: str = "completed"
+    # Token counts of content by (content, model), filled by `count_content` before the write
+    # lock is taken, so storing rarely has to run the tokenizer.
+    token_counts: dict[tuple[str, str | None], int] = field(default_factory=dict)
 
 
 _MESSAGE_COLUMNS = (
@@ -80,6 +83,19 @@ def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, di
     params = {"project_id": project_id, "external_ids": sorted(external_ids)}
     rows = db.session.execute(_LOCK_MESSAGES, params).mappings()
     return {r["external_id"]: dict(r) for r in rows}
+
+
+_MESSAGE_MODEL = select(MESSAGE.c.model).where(
+    MESSAGE.c.project_id == bindparam("project_id"),
+    MESSAGE.c.external_id == bindparam("external_id"),
+)
+
+
+def message_model(project_id: int, external_id: str) -> str | None:
+    """The stored model of a message (None if unknown): read before the write lock, to count a
+    MessageTool batch's tokens with the right tokenizer."""
+    params = {"project_id": project_id, "external_id": external_id}
+    return db.session.execute(_MESSAGE_MODEL, params).scalar()
 
 
 def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[str, Any]:
@@ -182,8 +198,15 @@ def check_distinct_ids(drafts: Sequence[MessageDraft]) -> None:
         seen[draft.external_id] = draft.field
 
 
-def _content_tokens(content: str | None, model: str | None) -> int | None:
-    return count_tokens(content, model).tokens if content else None
+def count_content(draft: MessageDraft, content: str | None, model: str | None) -> int | None:
+    """Tokens of a message's content for `model`, counted once per draft."""
+    if not content:
+        return None
+    key = (content, model)
+    tokens = draft.token_counts.get(key)
+    if tokens is None:
+        tokens = draft.token_counts[key] = count_tokens(content, model).tokens
+    return tokens
 
 
 def _default_status(draft: MessageDraft) -> str | None:
@@ -204,7 +227,7 @@ def _new_message_row(
         "created_at": draft.created_at or now,
         "status": _default_status(draft),
         "model": draft.model,
-        "content_tokens": _content_tokens(draft.content, draft.model),
+        "content_tokens": count_content(draft, draft.content, draft.model),
     }
 
 
@@ -225,7 +248,7 @@ def _merge_message(
             created_at=draft.created_at or row["created_at"],
             status=_default_status(draft),
             model=draft.model,
-            content_tokens=_content_tokens(draft.content, draft.model),
+            content_tokens=count_content(draft, draft.content, draft.model),
         )
         return True
     if row["conversation_id"] != conversation_id:
@@ -255,7 +278,7 @@ def _update_in_progress(row: dict[str, Any], draft: MessageDraft) -> bool:
             row[name] = value
             changed = True
     if changed:
-        row["content_tokens"] = _content_tokens(row["content"], row["model"])
+        row["content_tokens"] = count_content(draft, row["content"], row["model"])
     return changed
 
 

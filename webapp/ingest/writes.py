@@ -1,4 +1,7 @@
-"""Whole writes, as the API views make them: a message batch, or a MessageTool batch."""
+"""Whole writes, as the API views make them: a message batch, or a MessageTool batch.
+
+Each comes in two steps: `prepare_*` does the CPU work (redaction, measuring, token counts)
+before the request takes the write lock, `store_*` runs only the SQL inside it."""
 
 from __future__ import annotations
 
@@ -12,9 +15,23 @@ from sqlalchemy import select
 from ..db import db
 from ..models import RedactionRule
 from ..redaction import CompiledRules, Rule, compile_rules
-from .calls import CallBatch, CallDraft, prepare_calls, store_calls
+from .calls import (
+    CallBatch,
+    CallDraft,
+    PreparedCall,
+    prepare_calls,
+    recount_for_model,
+    store_calls,
+)
 from .conversations import touch_conversations
-from .messages import MessageDraft, check_distinct_ids, message_for_tools, upsert_messages
+from .messages import (
+    MessageDraft,
+    check_distinct_ids,
+    count_content,
+    message_for_tools,
+    message_model,
+    upsert_messages,
+)
 from .usage import store_usage
 from .values import clean_text
 
@@ -48,15 +65,18 @@ class WriteContext:
     price_overrides: Mapping[str, Any] | None = None
 
 
-def store_messages(
-    ctx: WriteContext,
-    conversation_id: int,
-    conversation_label: str,
-    drafts: Sequence[MessageDraft],
-) -> list[dict[str, Any]]:
-    """Messages with their calls and usage into one conversation; the stored message rows.
+@dataclass
+class PreparedMessage:
+    """A message draft with its calls redacted and counted: what remains is SQL."""
 
-    Statements: messages 1-3, calls 1-3, usage 0-3, and the conversation's UPDATE last.
+    draft: MessageDraft
+    calls: list[PreparedCall]
+
+
+def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[PreparedMessage]:
+    """The CPU work of a message batch, done before the write lock: checks, redaction, tokens.
+
+    Pure (no database). Raises `Invalid` for a bad item.
     """
     check_distinct_ids(drafts)
     prepared = []
@@ -64,6 +84,7 @@ def store_messages(
         draft.content = clean_text(draft.content)
         # Messages without a time keep the request's order: each a microsecond after the last.
         draft.created_at = draft.created_at or ctx.now + timedelta(microseconds=position)
+        count_content(draft, draft.content, draft.model)
         calls = prepare_calls(
             draft.calls,
             ctx.rules,
@@ -71,14 +92,28 @@ def store_messages(
             now=ctx.now,
             max_result_bytes=ctx.max_result_bytes,
         )
-        prepared.append((draft, calls))
+        prepared.append(PreparedMessage(draft, calls))
+    return prepared
+
+
+def store_messages(
+    ctx: WriteContext,
+    conversation_id: int,
+    conversation_label: str,
+    prepared: Sequence[PreparedMessage],
+) -> list[dict[str, Any]]:
+    """Prepared messages with their calls and usage into one conversation; the stored rows.
+
+    Statements: messages 1-3, calls 1-3, usage 0-3, and the conversation's UPDATE last.
+    """
+    drafts = [p.draft for p in prepared]
     stored = upsert_messages(ctx.project_id, conversation_id, conversation_label, drafts, ctx.now)
     store_calls(
         ctx.project_id,
         [
-            CallBatch(stored[d.external_id]["id"], d.external_id, calls)
-            for d, calls in prepared
-            if calls
+            CallBatch(stored[p.draft.external_id]["id"], p.draft.external_id, p.calls)
+            for p in prepared
+            if p.calls
         ],
     )
     store_usage(
@@ -90,19 +125,36 @@ def store_messages(
     return [stored[d.external_id] for d in drafts]
 
 
-def store_message_tools(
+@dataclass
+class PreparedToolBatch:
+    """A MessageTool batch, redacted and counted for the model its message had when read."""
+
+    message_external_id: str
+    calls: list[PreparedCall]
+
+
+def prepare_message_tools(
     ctx: WriteContext, message_external_id: str, drafts: Sequence[CallDraft]
-) -> list[dict[str, Any]]:
-    """A MessageTool batch: calls of one message, which may not be in a conversation yet."""
-    message = message_for_tools(ctx.project_id, message_external_id, ctx.now)
+) -> PreparedToolBatch:
+    """The CPU work of a MessageTool batch, before the write lock (one read: the message's
+    model, which picks the tokenizer)."""
     calls = prepare_calls(
         drafts,
         ctx.rules,
-        model=message["model"],
+        model=message_model(ctx.project_id, message_external_id),
         now=ctx.now,
         max_result_bytes=ctx.max_result_bytes,
     )
-    rows = store_calls(ctx.project_id, [CallBatch(message["id"], message_external_id, calls)])
+    return PreparedToolBatch(message_external_id, calls)
+
+
+def store_message_tools(ctx: WriteContext, batch: PreparedToolBatch) -> list[dict[str, Any]]:
+    """A MessageTool batch: calls of one message, which may not be in a conversation yet."""
+    message = message_for_tools(ctx.project_id, batch.message_external_id, ctx.now)
+    recount_for_model(batch.calls, message["model"])
+    rows = store_calls(
+        ctx.project_id, [CallBatch(message["id"], batch.message_external_id, batch.calls)]
+    )
     if message["conversation_id"] is not None:
         touch_conversations([message["conversation_id"]], ctx.now)
     return rows[message["id"]]
