@@ -31,9 +31,12 @@ def main() -> None:
 @with_appcontext
 def serve_command(host: str, port: int, debug: bool) -> None:
     """Run the development server (use gunicorn in production, see the README)."""
+    # Not app.run(): under a Flask CLI command it refuses to start (it expects `flask run`).
+    from werkzeug.serving import run_simple
+
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     click.echo(f"Toolscope on http://{host}:{port}/")
-    app.run(host=host, port=port, debug=debug, threaded=True, use_reloader=debug)
+    run_simple(host, port, app, threaded=True, use_reloader=debug, use_debugger=debug)
 
 
 @click.group("keys")
