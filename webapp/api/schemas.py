@@ -224,6 +224,8 @@ class RoundIn(_In):
 
 class TurnAssistantIn(_In):
     id: NonEmptyIdent
+    # Optional, so a contract Message (which carries its role) can be sent as it is.
+    role: Literal["assistant"] = "assistant"
     content: str | None = None
     created_at: Timestamp | None = None
     status: RunStatus | None = None

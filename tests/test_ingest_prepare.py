@@ -1,0 +1,87 @@
+"""The write path's two steps: preparing a batch (no write lock) and storing it (SQL only)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from api_support import assert_error, raw_rows, row_counts, tool_item
+
+from webapp.db import begin_write, db, utcnow
+from webapp.ingest import WriteContext, prepare_message_tools, store_message_tools
+from webapp.ingest.calls import CallDraft
+from webapp.redaction import NO_RULES
+
+BASE = "/api/v1/conversations"
+TOOLS_URL = "/api/v1/messages/tools"
+MAX_RESULT = 1_000
+
+
+@pytest.fixture
+def app_config():
+    return {"MAX_RESULT_BYTES": MAX_RESULT}
+
+
+@pytest.fixture
+def sqlite_writer(app):
+    """Another connection holding SQLite's write lock, as a concurrent request would."""
+    if not app.config["DATABASE_URL"].startswith("sqlite"):
+        pytest.skip("PostgreSQL has row locks; there is no database-wide write lock")
+    with app.app_context():
+        writer = sa.create_engine(app.config["DATABASE_URL"]).connect()
+    writer.exec_driver_sql("BEGIN IMMEDIATE")
+    yield writer
+    writer.exec_driver_sql("ROLLBACK")
+    writer.close()
+    with app.app_context():
+        db.session.remove()
+
+
+def test_the_turn_assistant_may_name_its_role(client, project_key):
+    body = {"assistant": {"id": "a1", "role": "assistant", "content": "done"}}
+    response = client.post(f"{BASE}/c1/turns", json=body, headers=project_key.headers)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert response.get_json()["assistant"]["role"] == "assistant"
+
+
+@pytest.mark.parametrize("role", ["user", "system", "tool", ""])
+def test_any_other_role_of_the_turn_assistant_is_refused(app, client, project_key, role):
+    body = {"assistant": {"id": "a1", "role": role, "content": "done"}}
+    response = client.post(f"{BASE}/c1/turns", json=body, headers=project_key.headers)
+    assert_error(response, 422, "invalid", field="assistant.role")
+    assert set(row_counts(app).values()) == {0}
+
+
+def test_an_invalid_batch_is_refused_without_waiting_for_the_write_lock(
+    app, client, project_key, sqlite_writer
+):
+    """Redaction and measuring happen before the lock: a result over the limit is a 422 at
+    once, not a 503 after the busy timeout."""
+    tools = [tool_item(0, 0), tool_item(0, 1, response="x" * (MAX_RESULT + 1))]
+    response = client.post(
+        TOOLS_URL, json={"messageId": "m1", "tools": tools}, headers=project_key.headers
+    )
+    assert_error(response, 422, "invalid", field="tools.1.response.content")
+
+
+def test_a_batch_counted_before_its_message_got_a_model_is_counted_again(app, client, project_key):
+    """The race between the read before the lock and the write: the tokenizer follows the
+    message's model as stored when the batch is written."""
+    with app.app_context():
+        ctx = WriteContext(project_key.project_id, utcnow(), NO_RULES, MAX_RESULT)
+        draft = CallDraft("tools.0", 0, 0, "c0", "search", {"q": "x"}, response="result")
+        batch = prepare_message_tools(ctx, "m1", [draft])
+        db.session.commit()
+    assert batch.calls[0].row["token_method"] == "tiktoken:o200k_base"
+
+    # Meanwhile another request stores the message with an OpenAI model (cl100k_base).
+    message = {"id": "m1", "role": "assistant", "model": "gpt-4", "content": "hi"}
+    response = client.post(
+        f"{BASE}/c1/messages", json={"messages": [message]}, headers=project_key.headers
+    )
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+    with app.app_context():
+        begin_write()
+        store_message_tools(ctx, batch)
+        db.session.commit()
+    assert raw_rows(app, "SELECT token_method FROM tool_invocation") == [("tiktoken:cl100k_base",)]
