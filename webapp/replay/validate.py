@@ -40,6 +40,31 @@ class _Checker:
     def add(self, code: str, path: str, message: str) -> None:
         self.problems.append(Problem(code=code, message=f"{path}: {message}", path=path))
 
+    def answer(
+        self,
+        call_id: object,
+        path: str,
+        waiting: dict[str, str],
+        answered: set[str],
+        names: tuple[str, str, str],
+        unknown: str,
+    ) -> None:
+        """A result for `call_id`: it must answer a call still waiting for its answer.
+
+        names: what the format calls (the result, its id field, the call), e.g.
+        ("tool message", "tool_call_id", "tool call"); unknown: why an unknown id is wrong.
+        """
+        result, id_field, call = names
+        if not isinstance(call_id, str) or not call_id:
+            self.add("empty_id", path, f"{result} has no {id_field}")
+        elif call_id in waiting:
+            del waiting[call_id]
+            answered.add(call_id)
+        elif call_id in answered:
+            self.add("duplicate_result", path, f"{call} '{call_id}' is answered twice")
+        else:
+            self.add("unknown_result", path, f"{result} answers '{call_id}', {unknown}")
+
     def call_id(self, call_id: object, path: str, fmt: str) -> str | None:
         if not isinstance(call_id, str) or not call_id:
             self.add("empty_id", path, "tool call has an empty or missing id")
@@ -148,23 +173,17 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
         if role != "tool" and pending:
             flush(path)
         if role == "tool":
-            call_id = m.get("tool_call_id")
             if not isinstance(m.get("content"), str | list):
                 ck.add("bad_shape", path, "a tool message needs content")
-            if not isinstance(call_id, str) or not call_id:
-                ck.add("empty_id", path, "tool message has no tool_call_id")
-            elif call_id in pending:
-                del pending[call_id]
-                answered.add(call_id)
-            elif call_id in answered:
-                ck.add("duplicate_result", path, f"tool call '{call_id}' is answered twice")
-            else:
-                ck.add(
-                    "unknown_result",
-                    path,
-                    f"tool message answers '{call_id}', but the assistant message right before "
-                    "it did not call a tool with that id (or it was answered too late)",
-                )
+            ck.answer(
+                m.get("tool_call_id"),
+                path,
+                pending,
+                answered,
+                ("tool message", "tool_call_id", "tool call"),
+                "but the assistant message right before it did not call a tool with that id "
+                "(or it was answered too late)",
+            )
         elif role == "assistant":
             calls = m.get("tool_calls")
             content = m.get("content")
@@ -256,23 +275,16 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
             if call_id is not None and call_id not in pending:
                 pending[call_id] = path
         elif kind == "function_call_output":
-            call_id = item.get("call_id")
             if not isinstance(item.get("output"), str | list):
                 ck.add("bad_shape", path, "a function_call_output needs an output")
-            if not isinstance(call_id, str) or not call_id:
-                ck.add("empty_id", path, "function_call_output has no call_id")
-            elif call_id in pending:
-                del pending[call_id]
-                answered.add(call_id)
-            elif call_id in answered:
-                ck.add("duplicate_result", path, f"function_call '{call_id}' is answered twice")
-            else:
-                ck.add(
-                    "unknown_result",
-                    path,
-                    f"function_call_output answers '{call_id}', but no function_call waiting "
-                    "for an answer has that call_id",
-                )
+            ck.answer(
+                item.get("call_id"),
+                path,
+                pending,
+                answered,
+                ("function_call_output", "call_id", "function_call"),
+                "but no function_call waiting for an answer has that call_id",
+            )
         elif kind in (None, "message"):
             if pending:
                 flush(path)
@@ -382,21 +394,14 @@ def _anthropic(payload: JSON, ck: _Checker) -> None:
                     ck.add("bad_shape", bpath, "tool_result content must be a string or blocks")
                 if "is_error" in block and not isinstance(block["is_error"], bool):
                     ck.add("bad_shape", bpath, "is_error must be a boolean")
-                call_id = block.get("tool_use_id")
-                if not isinstance(call_id, str) or not call_id:
-                    ck.add("empty_id", bpath, "tool_result has no tool_use_id")
-                elif call_id in waiting:
-                    del waiting[call_id]
-                    answered.add(call_id)
-                elif call_id in answered:
-                    ck.add("duplicate_result", bpath, f"tool_use '{call_id}' is answered twice")
-                else:
-                    ck.add(
-                        "unknown_result",
-                        bpath,
-                        f"tool_result answers '{call_id}', which is not a tool_use in the "
-                        "previous assistant message",
-                    )
+                ck.answer(
+                    block.get("tool_use_id"),
+                    bpath,
+                    waiting,
+                    answered,
+                    ("tool_result", "tool_use_id", "tool_use"),
+                    "which is not a tool_use in the previous assistant message",
+                )
             else:
                 seen_other = True
                 if not isinstance(btype, str):
