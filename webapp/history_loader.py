@@ -1,23 +1,35 @@
-"""Load a conversation's stored history as the replay library's plain data objects.
+"""Load stored conversations as the replay library's plain data objects.
 
-Four queries whatever the size of the conversation (messages, tool calls, service calls, tool
-definitions); everything is grouped in Python. The replay itself never touches the database.
+One loader for every reader of stored histories: the replay API and pages load one conversation,
+the analytics many at once. Either way it takes four queries (messages, tool calls, service
+calls, tool definitions, each ``conversation_id IN (...)``) and groups the rows in Python; the
+replay itself never touches the database.
 
-``load_history`` takes a ``Conversation`` row. ``load_history_with_tokens`` takes the few
-conversation fields it needs (so a caller that read them in its own query loads nothing twice)
-and also returns the token counts stored at ingestion, keyed by the text they count: the replay's
-token counter looks a text up there before it tokenizes anything (see ``webapp.replay_tokens``).
+What comes with the history depends on what the caller does with it (``tokens``):
+
+* ``None``: the history alone.
+* ``"text"`` (the replay): the token counts stored at ingestion keyed by the text they count, as
+  the replay's token counter looks a text up there before it tokenizes anything (see
+  ``webapp.replay_tokens``).
+* ``"row"`` (the charts): the counts keyed by row id, and result texts only where they may be
+  a sources list (the one thing the charts read in a result: source compaction). Every other
+  result stays in the database and reads as ``""``; its stored count is what the charts need.
+  The service calls' stored costs come with it.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import case, func, literal, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from .db import db
 from .models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
@@ -28,6 +40,8 @@ from .replay.history import ServiceCall as HistoryServiceCall
 from .replay.history import ToolCall as HistoryToolCall
 from .replay.history import ToolDefinition as HistoryToolDefinition
 from .replay.jsonfast import dumps
+
+TokenKeys = Literal["text", "row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +54,34 @@ class ConversationRef:
     system_prompt: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ServiceCallCost:
+    """The cost stored with one service call at ingestion, and the price that produced it."""
+
+    message_row_id: int
+    round_index: int
+    provider: str | None
+    cost_usd: Decimal | None
+    price_source: str | None
+    price_version: str | None
+
+
 @dataclass(slots=True)
 class LoadedHistory:
     history: History
-    # Text → token count stored at ingestion: results, argument JSON, message contents.
+    # tokens="text": text → token count stored at ingestion (results, argument JSON, message
+    # contents).
     stored_tokens: dict[str, int] = field(default_factory=dict)
     # The model of the latest assistant message: what texts without a stored count are
     # tokenized for.
     model: str | None = None
+    # tokens="row": the same counts by row id, None where ingestion made none. A result stored
+    # without a count is estimated from its size, since its text is not loaded.
+    argument_tokens: dict[int, int | None] = field(default_factory=dict)
+    result_tokens: dict[int, int | None] = field(default_factory=dict)
+    message_tokens: dict[int, int | None] = field(default_factory=dict)
+    # tokens="row": the cost stored with each service call, in message and round order.
+    costs: tuple[ServiceCallCost, ...] = ()
 
 
 def load_history(conversation: Conversation) -> History:
@@ -57,11 +91,24 @@ def load_history(conversation: Conversation) -> History:
         channel=conversation.channel.name if conversation.channel else None,
         system_prompt=conversation.system_prompt,
     )
-    return _load(ref, with_tokens=False).history
+    return load_histories([ref])[ref.id].history
 
 
 def load_history_with_tokens(conversation: ConversationRef) -> LoadedHistory:
-    return _load(conversation, with_tokens=True)
+    """One conversation for the replay: the fields it needs are passed in, so a caller that read
+    them in its own query loads nothing twice."""
+    return load_histories([conversation], tokens="text")[conversation.id]
+
+
+def load_histories(
+    refs: Sequence[ConversationRef], *, tokens: TokenKeys | None = None
+) -> dict[int, LoadedHistory]:
+    """The histories of ``refs`` by conversation row id, in four queries whatever their number
+    and size."""
+    if not refs:
+        return {}
+    with _gc_paused():
+        return _load_rows(refs, tokens)
 
 
 @contextmanager
@@ -78,16 +125,52 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _load(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
-    with _gc_paused():
-        return _load_rows(conversation, with_tokens=with_tokens)
+def _load_rows(
+    refs: Sequence[ConversationRef], tokens: TokenKeys | None
+) -> dict[int, LoadedHistory]:
+    ids = [ref.id for ref in refs]
+    # Filled in as the rows arrive; each history is put together once its rows are all read.
+    loaded = {ref.id: LoadedHistory(_empty_history(ref)) for ref in refs}
+    messages = _messages(ids, loaded, tokens)
+    calls = _tool_calls(ids, loaded, tokens)
+    usage = _service_calls(ids, loaded, with_costs=tokens == "row")
+    definitions = _definitions(ids)
+    for ref in refs:
+        loaded[ref.id].history = History(
+            conversation_id=ref.external_id,
+            channel=ref.channel,
+            system_prompt=ref.system_prompt,
+            tool_definitions=tuple(definitions.get(ref.id, ())),
+            messages=tuple(
+                HistoryMessage(
+                    row_id=m.id,
+                    external_id=m.external_id,
+                    role=m.role,
+                    content=m.content,
+                    created_at=m.created_at,
+                    status=m.status,
+                    model=m.model,
+                    tool_calls=tuple(calls.get(m.id, ())),
+                    service_calls=tuple(usage.get(m.id, ())),
+                )
+                for m in messages.get(ref.id, ())
+            ),
+        )
+    return loaded
 
 
-def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHistory:
-    stored: dict[str, int] = {}
-    messages = db.session.execute(
+def _empty_history(ref: ConversationRef) -> History:
+    return History(ref.external_id, ref.channel, ref.system_prompt, (), ())
+
+
+def _messages(
+    ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None
+) -> dict[int, list[Any]]:
+    """Message rows by conversation, in time order; stored counts and the latest model noted."""
+    rows = db.session.execute(
         select(
             Message.id,
+            Message.conversation_id,
             Message.external_id,
             Message.role,
             Message.content,
@@ -96,13 +179,46 @@ def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHis
             Message.model,
             Message.content_tokens,
         )
-        .where(Message.conversation_id == conversation.id)
+        .where(Message.conversation_id.in_(ids))
         .order_by(Message.created_at, Message.id)
-    ).all()
+    )
+    grouped: dict[int, list[Any]] = defaultdict(list)
+    for m in rows:
+        grouped[m.conversation_id].append(m)
+        out = loaded[m.conversation_id]
+        if m.role == "assistant" and m.model:
+            out.model = m.model  # rows are in time order: the last one wins
+        if tokens == "text":
+            if m.content is not None and m.content_tokens is not None:
+                out.stored_tokens[m.content] = m.content_tokens
+        elif tokens == "row":
+            out.message_tokens[m.id] = m.content_tokens
+    return grouped
 
-    calls_by_message: dict[int, list[HistoryToolCall]] = defaultdict(list)
-    call_rows = db.session.execute(
+
+def _list_like(column: Any) -> ColumnElement[Any]:
+    """The text only when it may be a sources list; NULL otherwise."""
+    first = func.substr(func.ltrim(column, " \t\r\n"), 1, 1)
+    return case((first == literal("["), column), else_=None)
+
+
+def _tool_calls(
+    ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None
+) -> dict[int, list[HistoryToolCall]]:
+    """Tool calls by message row id, in (round, sequence) order; stored counts noted."""
+    lists_only = tokens == "row"
+    if lists_only:
+        # Only texts that may be sources lists leave the database (see the module docstring).
+        response: list[Any] = [
+            _list_like(ToolRow.response).label("response"),
+            ToolRow.response.is_not(None).label("has_response"),
+            ToolRow.response_bytes,
+        ]
+    else:
+        response = [ToolRow.response]
+    rows = db.session.execute(
         select(
+            Message.conversation_id,
             ToolRow.message_id,
             ToolRow.id,
             ToolRow.external_tool_call_id,
@@ -111,7 +227,7 @@ def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHis
             ToolRow.round_index,
             ToolRow.sequence_index,
             ToolRow.created_at,
-            ToolRow.response,
+            *response,
             ToolRow.response_created_at,
             ToolRow.is_error,
             ToolRow.redactions,
@@ -119,11 +235,15 @@ def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHis
             ToolRow.response_tokens,
         )
         .join(Message, Message.id == ToolRow.message_id)
-        .where(Message.conversation_id == conversation.id)
+        .where(Message.conversation_id.in_(ids))
         .order_by(ToolRow.message_id, ToolRow.round_index, ToolRow.sequence_index)
     )
-    for row in call_rows:
-        calls_by_message[row.message_id].append(
+    calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
+    for row in rows:
+        text = row.response
+        if lists_only and text is None and row.has_response:
+            text = ""
+        calls[row.message_id].append(
             HistoryToolCall(
                 row_id=row.id,
                 external_id=row.external_tool_call_id,
@@ -132,84 +252,110 @@ def _load_rows(conversation: ConversationRef, *, with_tokens: bool) -> LoadedHis
                 round_index=row.round_index,
                 sequence_index=row.sequence_index,
                 created_at=row.created_at,
-                response=row.response,
+                response=text,
                 response_created_at=row.response_created_at,
                 is_error=row.is_error,
                 redacted=bool(row.redactions),
             )
         )
-        if with_tokens:
-            if row.response is not None and row.response_tokens is not None:
-                stored[row.response] = row.response_tokens
+        # Inline rather than a helper: this loop runs once per call, 10,000 times for a long
+        # replay, and the replay's load time is measured (toolscope bench).
+        if tokens == "text":
+            stored = loaded[row.conversation_id].stored_tokens
+            if text is not None and row.response_tokens is not None:
+                stored[text] = row.response_tokens
             if row.arguments is not None and row.arguments_tokens is not None:
                 # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
                 # hand the keys back in another order: same tokens, so the count still holds.
                 stored[dumps(row.arguments)] = row.arguments_tokens
+        elif tokens == "row":
+            _note_row_tokens(loaded[row.conversation_id], row)
+    return calls
 
-    usage_by_message: dict[int, list[HistoryServiceCall]] = defaultdict(list)
+
+def _note_row_tokens(out: LoadedHistory, row: Any) -> None:
+    result = row.response_tokens
+    if result is None and row.has_response and row.response_bytes is not None:
+        # Ingested without a count: a quarter of its size stands in (the text stays put).
+        result = math.ceil(row.response_bytes / 4)
+    out.argument_tokens[row.id] = row.arguments_tokens
+    out.result_tokens[row.id] = result
+
+
+def _service_calls(
+    ids: Sequence[int], loaded: dict[int, LoadedHistory], *, with_costs: bool
+) -> dict[int, list[HistoryServiceCall]]:
+    """Reported usage by message row id, in round order; stored costs noted if asked for."""
     # Columns, not ORM objects: building thousands of instrumented instances costs more than
     # the query itself.
-    usage_rows = db.session.execute(
+    rows = db.session.execute(
         select(
+            Message.conversation_id,
             ServiceCall.message_id,
             ServiceCall.round_index,
             ServiceCall.model,
+            ServiceCall.provider,
             ServiceCall.input_tokens,
             ServiceCall.output_tokens,
             ServiceCall.cached_tokens,
             ServiceCall.created_at,
+            ServiceCall.cost_usd,
+            ServiceCall.price_source,
+            ServiceCall.price_version,
         )
         .join(Message, Message.id == ServiceCall.message_id)
-        .where(Message.conversation_id == conversation.id)
+        .where(Message.conversation_id.in_(ids))
         .order_by(ServiceCall.message_id, ServiceCall.round_index)
     )
-    for usage in usage_rows:
-        usage_by_message[usage.message_id].append(
+    usage: dict[int, list[HistoryServiceCall]] = defaultdict(list)
+    costs: dict[int, list[ServiceCallCost]] = defaultdict(list)
+    for row in rows:
+        usage[row.message_id].append(
             HistoryServiceCall(
-                round_index=usage.round_index,
-                model=usage.model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_tokens=usage.cached_tokens,
-                created_at=usage.created_at,
+                round_index=row.round_index,
+                model=row.model,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                cached_tokens=row.cached_tokens,
+                created_at=row.created_at,
             )
         )
+        if with_costs:
+            costs[row.conversation_id].append(_cost(row))
+    for conversation_id, conversation_costs in costs.items():
+        loaded[conversation_id].costs = tuple(conversation_costs)
+    return usage
 
-    definitions = db.session.execute(
-        select(ToolDefinition.name, ToolDefinition.description, ToolDefinition.parameters)
-        .where(ToolDefinition.conversation_id == conversation.id)
-        .order_by(ToolDefinition.name)
+
+def _cost(row: Any) -> ServiceCallCost:
+    return ServiceCallCost(
+        message_row_id=row.message_id,
+        round_index=row.round_index,
+        provider=row.provider,
+        cost_usd=None if row.cost_usd is None else Decimal(row.cost_usd),
+        price_source=row.price_source,
+        price_version=row.price_version,
     )
-    model = None
-    if with_tokens:
-        for m in messages:
-            if m.content is not None and m.content_tokens is not None:
-                stored[m.content] = m.content_tokens
-            if m.role == "assistant" and m.model:
-                model = m.model  # rows are in time order: the last one wins
-    history = History(
-        conversation_id=conversation.external_id,
-        channel=conversation.channel,
-        system_prompt=conversation.system_prompt,
-        tool_definitions=tuple(
-            HistoryToolDefinition(d.name, d.description, d.parameters) for d in definitions
-        ),
-        messages=tuple(
-            HistoryMessage(
-                row_id=m.id,
-                external_id=m.external_id,
-                role=m.role,
-                content=m.content,
-                created_at=m.created_at,
-                status=m.status,
-                model=m.model,
-                tool_calls=tuple(calls_by_message.get(m.id, ())),
-                service_calls=tuple(usage_by_message.get(m.id, ())),
-            )
-            for m in messages
-        ),
+
+
+def _definitions(ids: Iterable[int]) -> dict[int, list[HistoryToolDefinition]]:
+    """Tool definitions by conversation, by name."""
+    rows = db.session.execute(
+        select(
+            ToolDefinition.conversation_id,
+            ToolDefinition.name,
+            ToolDefinition.description,
+            ToolDefinition.parameters,
+        )
+        .where(ToolDefinition.conversation_id.in_(ids))
+        .order_by(ToolDefinition.conversation_id, ToolDefinition.name)
     )
-    return LoadedHistory(history, stored, model)
+    grouped: dict[int, list[HistoryToolDefinition]] = defaultdict(list)
+    for d in rows:
+        grouped[d.conversation_id].append(
+            HistoryToolDefinition(d.name, d.description, d.parameters)
+        )
+    return grouped
 
 
 def freshness_window(project: Project, channel: Channel | None) -> float | None:

@@ -2,31 +2,27 @@
 
 Daily series are GROUP BY aggregates; the result-size distribution is one window-function query;
 conversations for re-send attribution are loaded for any number of conversations in five queries
-(conversations, messages, tool calls, service calls, tool definitions) and grouped in Python.
+(the conversations, then ``webapp.history_loader``'s four).
 Rows come back as small frozen records, so the pure code never touches the session.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, case, func, literal, or_, select
+from sqlalchemy import Select, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..db import db
-from ..models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
+from ..history_loader import ConversationRef, LoadedHistory, ServiceCallCost, load_histories
+from ..models import Channel, Conversation, Message, Project, ServiceCall
 from ..models import ToolInvocation as T
 from ..replay.history import History
-from ..replay.history import Message as HistoryMessage
-from ..replay.history import ServiceCall as HistoryServiceCall
-from ..replay.history import ToolCall as HistoryToolCall
-from ..replay.history import ToolDefinition as HistoryToolDefinition
 from .context import StoredCounts
 from .filters import ChartFilters
 
@@ -269,16 +265,6 @@ def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
 
 
 @dataclass(frozen=True, slots=True)
-class ServiceCallCost:
-    message_row_id: int
-    round_index: int
-    provider: str | None
-    cost_usd: Decimal | None
-    price_source: str | None
-    price_version: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class LoadedConversation:
     """A conversation as the analytics need it: replay input, stored counts, stored costs."""
 
@@ -318,13 +304,6 @@ def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tup
     return [r.id for r in rows], (_int(rows[0].total) if rows else 0)
 
 
-def _list_like(column: Any) -> ColumnElement[Any]:
-    """The text only when it may be a sources list (source compaction reads those); other
-    results stay in the database, their stored token count is what the charts need."""
-    first = func.substr(func.ltrim(column, " \t\r\n"), 1, 1)
-    return case((first == literal("["), column), else_=None)
-
-
 def _conversation_rows(project_id: int, ids: Sequence[int]) -> list[Any]:
     return list(
         db.session.execute(
@@ -345,197 +324,30 @@ def _conversation_rows(project_id: int, ids: Sequence[int]) -> list[Any]:
     )
 
 
-def _messages(ids: Sequence[int]) -> dict[int, list[Any]]:
-    rows = db.session.execute(
-        select(
-            Message.id,
-            Message.conversation_id,
-            Message.external_id,
-            Message.role,
-            Message.content,
-            Message.created_at,
-            Message.status,
-            Message.model,
-            Message.content_tokens,
-        )
-        .where(Message.conversation_id.in_(ids))
-        .order_by(Message.created_at, Message.id)
-    )
-    grouped: dict[int, list[Any]] = defaultdict(list)
-    for row in rows:
-        grouped[row.conversation_id].append(row)
-    return grouped
-
-
-def _calls(ids: Sequence[int]) -> tuple[dict[int, list[HistoryToolCall]], dict[int, Any]]:
-    """Tool calls by message row id, and their stored token counts by call row id."""
-    rows = db.session.execute(
-        select(
-            T.id,
-            T.message_id,
-            T.external_tool_call_id,
-            T.function_name,
-            T.arguments,
-            T.round_index,
-            T.sequence_index,
-            T.created_at,
-            (T.response.is_not(None)).label("has_response"),
-            _list_like(T.response).label("list_response"),
-            T.response_created_at,
-            T.is_error,
-            T.redactions,
-            T.arguments_tokens,
-            T.response_tokens,
-            T.response_bytes,
-        )
-        .join(Message, Message.id == T.message_id)
-        .where(Message.conversation_id.in_(ids))
-        .order_by(T.message_id, T.round_index, T.sequence_index)
-    )
-    calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
-    counts: dict[int, Any] = {}
-    for row in rows:
-        response = None
-        if row.has_response:
-            response = row.list_response if row.list_response is not None else ""
-        calls[row.message_id].append(
-            HistoryToolCall(
-                row_id=row.id,
-                external_id=row.external_tool_call_id,
-                function_name=row.function_name,
-                arguments=row.arguments,
-                round_index=row.round_index,
-                sequence_index=row.sequence_index,
-                created_at=row.created_at,
-                response=response,
-                response_created_at=row.response_created_at,
-                is_error=row.is_error,
-                redacted=bool(row.redactions),
-            )
-        )
-        result_tokens = row.response_tokens
-        if result_tokens is None and row.has_response and row.response_bytes is not None:
-            # Ingested without a count: a quarter of its size stands in (the text stays put).
-            result_tokens = math.ceil(row.response_bytes / 4)
-        counts[row.id] = (row.arguments_tokens, result_tokens)
-    return calls, counts
-
-
-def _service_calls(
-    ids: Sequence[int],
-) -> tuple[dict[int, list[HistoryServiceCall]], list[Any]]:
-    rows = list(
-        db.session.execute(
-            select(
-                ServiceCall.message_id,
-                ServiceCall.round_index,
-                ServiceCall.model,
-                ServiceCall.provider,
-                ServiceCall.input_tokens,
-                ServiceCall.output_tokens,
-                ServiceCall.cached_tokens,
-                ServiceCall.created_at,
-                ServiceCall.cost_usd,
-                ServiceCall.price_source,
-                ServiceCall.price_version,
-                Message.conversation_id,
-            )
-            .join(Message, Message.id == ServiceCall.message_id)
-            .where(Message.conversation_id.in_(ids))
-            .order_by(ServiceCall.message_id, ServiceCall.round_index)
-        )
-    )
-    usage: dict[int, list[HistoryServiceCall]] = defaultdict(list)
-    for row in rows:
-        usage[row.message_id].append(
-            HistoryServiceCall(
-                round_index=row.round_index,
-                model=row.model,
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cached_tokens=row.cached_tokens,
-                created_at=row.created_at,
-            )
-        )
-    return usage, rows
-
-
-def _definitions(ids: Sequence[int]) -> dict[int, list[HistoryToolDefinition]]:
-    rows = db.session.execute(
-        select(ToolDefinition)
-        .where(ToolDefinition.conversation_id.in_(ids))
-        .order_by(ToolDefinition.conversation_id, ToolDefinition.name)
-    ).scalars()
-    grouped: dict[int, list[HistoryToolDefinition]] = defaultdict(list)
-    for d in rows:
-        grouped[d.conversation_id].append(
-            HistoryToolDefinition(d.name, d.description, d.parameters)
-        )
-    return grouped
-
-
 def load_conversations(project_id: int, ids: Sequence[int]) -> list[LoadedConversation]:
-    """Conversations of the project among ``ids`` (others are ignored), in five queries."""
+    """Conversations of the project among ``ids`` (others are ignored), in five queries: theirs,
+    then the four of ``webapp.history_loader``."""
     if not ids:
         return []
     conversations = _conversation_rows(project_id, ids)
-    ids = [c.id for c in conversations]
-    if not ids:
-        return []
-    messages = _messages(ids)
-    calls, call_counts = _calls(ids)
-    usage, usage_rows = _service_calls(ids)
-    definitions = _definitions(ids)
-    costs: dict[int, list[ServiceCallCost]] = defaultdict(list)
-    for row in usage_rows:
-        costs[row.conversation_id].append(
-            ServiceCallCost(
-                row.message_id,
-                row.round_index,
-                row.provider,
-                None if row.cost_usd is None else Decimal(row.cost_usd),
-                row.price_source,
-                row.price_version,
-            )
-        )
-    loaded = []
-    for c in conversations:
-        rows = messages.get(c.id, [])
-        history = History(
-            conversation_id=c.external_id,
-            channel=c.channel,
-            system_prompt=c.system_prompt,
-            tool_definitions=tuple(definitions.get(c.id, ())),
-            messages=tuple(
-                HistoryMessage(
-                    row_id=m.id,
-                    external_id=m.external_id,
-                    role=m.role,
-                    content=m.content,
-                    created_at=m.created_at,
-                    status=m.status,
-                    model=m.model,
-                    tool_calls=tuple(calls.get(m.id, ())),
-                    service_calls=tuple(usage.get(m.id, ())),
-                )
-                for m in rows
-            ),
-        )
-        call_ids = [call.row_id for m in history.messages for call in m.tool_calls]
-        counts = StoredCounts(
-            arguments={i: call_counts[i][0] for i in call_ids},
-            results={i: call_counts[i][1] for i in call_ids},
-            messages={m.id: m.content_tokens for m in rows},
-        )
-        loaded.append(
-            LoadedConversation(
-                id=c.id,
-                external_id=c.external_id,
-                title=c.title or "",
-                freshness_seconds=None if c.freshness is None else int(c.freshness),
-                history=history,
-                counts=counts,
-                costs=tuple(costs.get(c.id, ())),
-            )
-        )
-    return loaded
+    histories = load_histories(
+        [ConversationRef(c.id, c.external_id, c.channel, c.system_prompt) for c in conversations],
+        tokens="row",
+    )
+    return [_loaded(c, histories[c.id]) for c in conversations]
+
+
+def _loaded(conversation: Any, loaded: LoadedHistory) -> LoadedConversation:
+    return LoadedConversation(
+        id=conversation.id,
+        external_id=conversation.external_id,
+        title=conversation.title or "",
+        freshness_seconds=None if conversation.freshness is None else int(conversation.freshness),
+        history=loaded.history,
+        counts=StoredCounts(
+            arguments=loaded.argument_tokens,
+            results=loaded.result_tokens,
+            messages=loaded.message_tokens,
+        ),
+        costs=loaded.costs,
+    )
