@@ -82,6 +82,19 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "LIVE_POLL_SECONDS",
+        2.0,
+        "How often an open conversation page asks for new activity while an agent is writing.",
+        float,
+    ),
+    Setting(
+        "REPLAY_RESULT_TOKEN_CAP",
+        2000,
+        "Per-result token cap that the timeline's 'would be truncated' badge forecasts (seed "
+        "004's default); empty turns the badge off. The replay preview has its own option.",
+        _optional_int,
+    ),
+    Setting(
         "DEFAULT_PROJECT",
         "default",
         "Slug of the project the CLI and the demo use when none is named.",

@@ -22,7 +22,6 @@ def register(app: Flask) -> None:
     for module in (conversations, tools, settings, login, assets):
         app.register_blueprint(module.bp)
 
-    app.config.setdefault("LIVE_POLL_SECONDS", 2)
     formatting.init_app(app)
     _template_helpers(app)
 

@@ -24,11 +24,6 @@ from ..queries.records import CallRecord
 # The replay library decides what a sources list is and what counts as a citation.
 from ..replay.compaction import cited_numbers, parse_sources
 
-# Seed 004's ToolResultTruncator default. The replay preview truncates only when a cap is
-# chosen; the badge forecasts what this common cap would do (app config
-# REPLAY_RESULT_TOKEN_CAP changes it, None turns the badge off).
-DEFAULT_RESULT_TOKEN_CAP = 2000
-
 
 @dataclass(frozen=True, slots=True)
 class Badge:

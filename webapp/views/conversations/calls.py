@@ -10,7 +10,7 @@ from flask import Response, current_app
 from ...db import utcnow
 from ...queries import calls as queries
 from .. import timeline_model as model
-from ..badges import DEFAULT_RESULT_TOKEN_CAP, call_badges, citations
+from ..badges import call_badges, citations
 from ..common import not_found, respond, twin_get
 from ..context import current_project
 from ..highlight import render_text, render_value
@@ -28,7 +28,7 @@ def _raw_text(detail: queries.CallDetail, field: str) -> str | None:
 
 def _detail_data(detail: queries.CallDetail) -> dict:
     call = detail.call
-    cap = current_app.config.get("REPLAY_RESULT_TOKEN_CAP", DEFAULT_RESULT_TOKEN_CAP)
+    cap = current_app.config["REPLAY_RESULT_TOKEN_CAP"]
     return {
         "call": call,
         "detail": detail,

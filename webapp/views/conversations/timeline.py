@@ -13,7 +13,6 @@ from ...queries import stats as stats_queries
 from ...queries import timeline as queries
 from ...queries.records import ConversationRecord, MessageRecord
 from .. import timeline_model as model
-from ..badges import DEFAULT_RESULT_TOKEN_CAP
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -57,7 +56,7 @@ def badge_context(conversation: ConversationRecord) -> model.BadgeContext:
     return model.BadgeContext(
         now=utcnow(),
         freshness_seconds=conversation.freshness_seconds,
-        token_cap=current_app.config.get("REPLAY_RESULT_TOKEN_CAP", DEFAULT_RESULT_TOKEN_CAP),
+        token_cap=current_app.config["REPLAY_RESULT_TOKEN_CAP"],
     )
 
 
