@@ -3,11 +3,13 @@ and the docs page renders offline."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any
 
 import pytest
+from browser_support import (
+    chromium_fixture,  # noqa: F401
+    new_page,
+)
 
 from webapp.api import schemas
 
@@ -144,44 +146,17 @@ def test_the_docs_pages_are_served_from_this_server(client):
         assert bundle.status_code == 200
 
 
-def _chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
-        if candidate and os.path.exists(candidate):
-            return candidate
-    return None
-
-
 @pytest.mark.browser
-def test_swagger_ui_renders_every_operation_without_leaving_the_server(app, live_server):
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("Chromium is not installed")
+def test_swagger_ui_renders_every_operation_without_leaving_the_server(app, live_server, chromium):
     if app.config["DATABASE_URL"].startswith("postgresql"):
         pytest.skip("the docs page does not touch the database; one run is enough")
-    from playwright.sync_api import sync_playwright
-
     requested: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=executable,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        try:
-            page = browser.new_page()
-            page.on("request", lambda request: requested.append(request.url))
-            page.goto(live_server + "/api/swagger")
-            page.wait_for_selector(".opblock", timeout=15_000)
-            operations = page.locator(".opblock").count()
-            errors = page.locator(".errors-wrapper").count()
-        finally:
-            browser.close()
+    with new_page(chromium) as page:
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(live_server + "/api/swagger")
+        page.wait_for_selector(".opblock", timeout=15_000)
+        operations = page.locator(".opblock").count()
+        errors = page.locator(".errors-wrapper").count()
     assert operations >= len(ENDPOINTS)
     assert errors == 0
     foreign = [url for url in requested if not url.startswith(live_server)]

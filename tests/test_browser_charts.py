@@ -8,17 +8,17 @@ Screenshots are saved to ``test-artifacts/`` for a person to look at.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from analytics_data import Seeded, seed
+from browser_support import (
+    PageWatch,
+    chromium_fixture,  # noqa: F401
+    new_page,
+    skip_without_browser,
+)
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MARCH = "from=2025-03-01&to=2025-03-31"
 
 pytestmark = [
@@ -27,8 +27,7 @@ pytestmark = [
     pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
 ]
 
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
-    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+skip_without_browser()
 
 
 @pytest.fixture
@@ -43,28 +42,8 @@ def seeded(app, project_key) -> Seeded:
         return seed(project_key.project_id)
 
 
-class Browser:
-    """A page that records console errors, page errors and requests to other hosts."""
-
-    def __init__(self, page) -> None:
-        self.page = page
-        self.problems: list[str] = []
-        self.outside: list[str] = []
-        page.on("console", self._console)
-        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
-        page.context.route("**/*", self._route)
-
-    def _console(self, message) -> None:
-        if message.type in ("error", "warning"):
-            self.problems.append(f"console {message.type}: {message.text}")
-
-    def _route(self, route) -> None:
-        host = urlsplit(route.request.url).hostname or ""
-        if route.request.url.startswith(("data:", "blob:")) or host in LOOPBACK:
-            route.continue_()
-        else:
-            self.outside.append(route.request.url)
-            route.abort()
+class ChartPage(PageWatch):
+    """A watched page that knows how to wait for the Plotly charts and read their traces."""
 
     def draw_all(self) -> None:
         """Scroll every chart into view (they are drawn lazily) and wait until each is drawn."""
@@ -83,33 +62,11 @@ class Browser:
             [chart, name],
         )
 
-    def shot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
 
 @pytest.fixture
-def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        context = chromium.new_context(viewport={"width": 1280, "height": 900})
-        try:
-            yield Browser(context.new_page())
-        finally:
-            context.close()
-            chromium.close()
+def browser(chromium) -> Iterator[ChartPage]:
+    with new_page(chromium, viewport={"width": 1280, "height": 900}) as page:
+        yield ChartPage(page)
 
 
 def test_costs_page_charts_render_and_follow_filters(live_server, seeded, browser) -> None:

@@ -13,38 +13,30 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import factories as f
 import pytest
+from browser_support import (
+    PageWatch,
+    chromium_fixture,  # noqa: F401
+    new_page,
+    screenshot,
+    skip_without_browser,
+)
 from sqlalchemy import select, update
 
 from webapp.db import db
 from webapp.models import Conversation, Message, ToolInvocation
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 README_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot-conversation.png"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Playwright waits are event driven; this only bounds how long a missing element is awaited.
 TIMEOUT_MS = 10_000
 
 pytestmark = pytest.mark.browser
 
-if not CHROMIUM.exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"CI needs Chromium at {CHROMIUM} for the browser tests")
-    pytest.skip(f"no browser at {CHROMIUM}", allow_module_level=True)
+skip_without_browser()
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -58,78 +50,20 @@ def app_config():
     return {"DEV": True, "LIVE_POLL_SECONDS": 0.3}
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
-
-
-class PageProblems:
-    """Everything that went wrong in the page, collected while it runs."""
-
-    def __init__(self, page, base_url: str) -> None:
-        self.problems: list[str] = []
-        self.dialogs: list[str] = []
-        host = urlsplit(base_url).hostname
-        page.on("console", self._console)
-        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
-        page.on("requestfailed", self._failed)
-        page.on("response", self._response)
-        page.on("dialog", self._dialog)
-
-        def request(req) -> None:
-            if urlsplit(req.url).hostname not in (host, None) and not req.url.startswith(
-                ("data:", "blob:", "about:")
-            ):
-                self.problems.append(f"request to another host: {req.url}")
-
-        page.on("request", request)
-
-    def _console(self, message) -> None:
-        if message.type in ("error", "warning"):
-            self.problems.append(f"console {message.type}: {message.text}")
-
-    def _failed(self, req) -> None:
-        # A poll still in flight when the test navigates away is cancelled by the browser.
-        if req.failure != "net::ERR_ABORTED":
-            self.problems.append(f"request failed: {req.url} {req.failure}")
-
-    def _response(self, response) -> None:
-        if response.status >= 400:
-            self.problems.append(f"HTTP {response.status}: {response.url}")
-
-    def _dialog(self, dialog) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-
 @pytest.fixture(params=["light"])
 def scheme(request) -> str:
     return request.param
 
 
 @pytest.fixture
-def tab(browser, live_server, scheme):
+def tab(chromium, live_server, scheme):
     """A page of a fresh browser context (1400 px wide) and its problem log."""
-    context = browser.new_context(
-        viewport={"width": 1400, "height": 900}, color_scheme=scheme, base_url=live_server
-    )
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems = PageProblems(page, live_server)
-    yield page, problems
-    context.close()
-    assert problems.problems == []
-    assert problems.dialogs == []
-
-
-def shot(page, name: str, full_page: bool = True) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full_page)
-    return path
+    options = {"viewport": {"width": 1400, "height": 900}, "color_scheme": scheme}
+    with new_page(chromium, base_url=live_server, **options) as page:
+        page.context.set_default_timeout(TIMEOUT_MS)
+        problems = PageWatch(page)
+        yield page, problems
+    problems.assert_clean()
 
 
 def seed(app, project_key, build) -> int:
@@ -155,7 +89,7 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     conv_id = seed(app, project_key, rich_project)
     page.goto("/conversations")
     page.wait_for_selector(f"#conv-{conv_id}")
-    shot(page, f"list-{scheme}")
+    screenshot(page, f"list-{scheme}")
 
     # Active search narrows the list and puts the query in the URL.
     page.locator("#q").press_sequentially("refund")
@@ -174,7 +108,7 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     assert len(boxes) == 3
     assert len({round(b["y"]) for b in boxes}) == 1
     assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"]
-    shot(page, f"conversation-{scheme}")
+    screenshot(page, f"conversation-{scheme}")
 
     # The call detail opens in the side panel.
     card = page.locator(".call-card", has_text="search_kb").first
@@ -184,7 +118,7 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     assert panel.locator("h2").inner_text() == "search_kb"
     assert "refund policy" in panel.locator(".field pre").first.inner_text()
     assert "selected" in (card.get_attribute("class") or "")
-    shot(page, f"call-detail-{scheme}", full_page=False)
+    screenshot(page, f"call-detail-{scheme}", full_page=False)
     if scheme == "light" and os.environ.get("TOOLSCOPE_UPDATE_SCREENSHOT"):
         # The README's picture: the top of the page, timeline and call panel side by side.
         page.set_viewport_size({"width": 1400, "height": 1050})
@@ -201,14 +135,14 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     page.click("text=Show in the replay preview")
     expect(page).to_have_url(re.compile(rf"#call-{call_id}$"))
     page.wait_for_selector(f"#call-{call_id}")
-    shot(page, f"replay-{scheme}", full_page=False)
+    screenshot(page, f"replay-{scheme}", full_page=False)
 
 
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 @SQLITE_ONLY
-def test_show_all_and_copy(app, project_key, tab, browser):
+def test_show_all_and_copy(app, project_key, tab):
     page, _problems = tab
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     long_result = "\n".join(f"line {i}: " + "lorem ipsum " * 8 for i in range(200))
@@ -273,7 +207,7 @@ def test_a_live_update_arrives_without_moving_the_page(app, project_key, tab):
     # Content arrived below: what the reader was looking at did not move.
     assert abs(anchor.bounding_box()["y"] - top_before) < 2
     assert page.locator("#live").count() == 1
-    shot(page, "live-update", full_page=False)
+    screenshot(page, "live-update", full_page=False)
 
 
 @SQLITE_ONLY
@@ -317,7 +251,7 @@ def test_hostile_content_is_shown_as_text_and_runs_nothing(app, project_key, tab
     assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
     assert f"fn {XSS}" in page.locator("#detail h2").inner_text()
     assert problems.dialogs == []
-    shot(page, "hostile", full_page=False)
+    screenshot(page, "hostile", full_page=False)
 
 
 @SQLITE_ONLY
@@ -330,22 +264,22 @@ def test_ten_thousand_calls_open_fast_and_load_as_you_scroll(app, project_key, t
     shown = page.locator("article.msg-assistant").count()
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     page.locator("article.msg-assistant").nth(shown).wait_for()
-    shot(page, "ten-thousand-calls", full_page=False)
+    screenshot(page, "ten-thousand-calls", full_page=False)
 
 
 @SQLITE_ONLY
-def test_login_form(app, project_key, browser, live_server):
+def test_login_form(app, project_key, chromium, live_server):
     app.config["DEV"] = False
-    context = browser.new_context(base_url=live_server, viewport={"width": 1000, "height": 700})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    problems = PageProblems(page, live_server)
-    page.goto("/tools")
-    page.wait_for_url(re.compile(r"/login\?next=/tools"))
-    shot(page, "login", full_page=False)
-    page.fill("#password", "test-password")
-    page.click("button[type=submit]")
-    expect(page).to_have_url(re.compile(r"/tools$"))
-    assert page.locator("h1").inner_text() == "Tools"
-    context.close()
+    options = {"base_url": live_server, "viewport": {"width": 1000, "height": 700}}
+    with new_page(chromium, **options) as page:
+        page.context.set_default_timeout(TIMEOUT_MS)
+        problems = PageWatch(page)
+        page.goto("/tools")
+        page.wait_for_url(re.compile(r"/login\?next=/tools"))
+        screenshot(page, "login", full_page=False)
+        page.fill("#password", "test-password")
+        page.click("button[type=submit]")
+        expect(page).to_have_url(re.compile(r"/tools$"))
+        assert page.locator("h1").inner_text() == "Tools"
     assert [p for p in problems.problems if "401" not in p] == []
+    assert problems.outside == []

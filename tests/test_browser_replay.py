@@ -10,19 +10,20 @@ Screenshots go to ``test-artifacts/replay-*.png`` for a person to look at.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import factories as f
 import pytest
+from browser_support import (
+    PageWatch,
+    chromium_fixture,  # noqa: F401
+    new_page,
+    skip_without_browser,
+)
 from dashboard_support import data
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+VIEWPORT = {"width": 1400, "height": 950}
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,8 +31,7 @@ pytestmark = [
     pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
 ]
 
-if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
-    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+skip_without_browser()
 
 
 @pytest.fixture
@@ -54,33 +54,12 @@ def conversations(app, project_key) -> dict[str, int]:
         return {"support": support.id, "failed": failed.id}
 
 
-class Browser:
-    """A page that records console errors, page errors and requests to other hosts."""
+class ReplayPage(PageWatch):
+    """A watched page that can tell whether htmx updated it in place or it was reloaded."""
 
     def __init__(self, page) -> None:
-        self.page = page
-        self.problems: list[str] = []
-        self.outside: list[str] = []
-        page.on("console", self._console)
-        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
-        page.context.route("**/*", self._route)
-
-    def _console(self, message) -> None:
         # The 422 of a refused option is expected; the browser logs every failed request.
-        if message.type in ("error", "warning") and "422" not in message.text:
-            self.problems.append(f"console {message.type}: {message.text}")
-
-    def _route(self, route) -> None:
-        host = urlsplit(route.request.url).hostname or ""
-        if route.request.url.startswith(("data:", "blob:")) or host in LOOPBACK:
-            route.continue_()
-        else:
-            self.outside.append(route.request.url)
-            route.abort()
-
-    def shot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        super().__init__(page, expected=("422",))
 
     def mark_document(self) -> None:
         """A flag that only survives while no full page load happens."""
@@ -90,34 +69,11 @@ class Browser:
         return self.page.evaluate("() => window.__notReloaded === true")
 
 
-def launch(p, **context_options):
-    chromium = p.chromium.launch(
-        executable_path=CHROMIUM,
-        args=[
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ],
-    )
-    context = chromium.new_context(viewport={"width": 1400, "height": 950}, **context_options)
-    return chromium, context
-
-
 @pytest.fixture
-def browser(live_server) -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium, context = launch(p)
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server)
-        try:
-            yield Browser(context.new_page())
-        finally:
-            context.close()
-            chromium.close()
+def browser(chromium, live_server) -> Iterator[ReplayPage]:
+    with new_page(chromium, viewport=VIEWPORT) as page:
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server)
+        yield ReplayPage(page)
 
 
 def result_text(page) -> str:
@@ -263,19 +219,12 @@ def test_the_comparison_marks_what_only_one_policy_sends(
     assert browser.problems == [] and browser.outside == []
 
 
-def test_the_pages_in_dark_mode(live_server, conversations) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium, context = launch(p, color_scheme="dark")
-        try:
-            browser = Browser(context.new_page())
-            base = f"{live_server}/conversations/{conversations['support']}/replay"
-            browser.page.goto(base + "?persistence=per-service-call&freshness=off")
-            browser.shot("replay-preview-dark")
-            browser.page.goto(base + "/compare?b.context_budget=150&freshness=off")
-            browser.shot("replay-compare-dark")
-            assert browser.problems == [] and browser.outside == []
-        finally:
-            context.close()
-            chromium.close()
+def test_the_pages_in_dark_mode(live_server, conversations, chromium) -> None:
+    with new_page(chromium, viewport=VIEWPORT, color_scheme="dark") as page:
+        browser = ReplayPage(page)
+        base = f"{live_server}/conversations/{conversations['support']}/replay"
+        browser.page.goto(base + "?persistence=per-service-call&freshness=off")
+        browser.shot("replay-preview-dark")
+        browser.page.goto(base + "/compare?b.context_budget=150&freshness=off")
+        browser.shot("replay-compare-dark")
+        assert browser.problems == [] and browser.outside == []
