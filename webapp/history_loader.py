@@ -19,11 +19,9 @@ What comes with the history depends on what the caller does with it (``tokens``)
 
 from __future__ import annotations
 
-import gc
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -34,6 +32,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from .db import db
 from .models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
 from .models import ToolInvocation as ToolRow
+from .replay.gc_pause import gc_paused
 from .replay.history import History
 from .replay.history import Message as HistoryMessage
 from .replay.history import ServiceCall as HistoryServiceCall
@@ -107,22 +106,8 @@ def load_histories(
     and size."""
     if not refs:
         return {}
-    with _gc_paused():
+    with gc_paused():
         return _load_rows(refs, tokens)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Loading creates tens of thousands of small objects and no reference cycles; the cyclic
-    collector would walk the growing heap again and again meanwhile (the replay pauses it for
-    the same reason). Reference counting still frees everything."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load_rows(

@@ -18,9 +18,6 @@ the design is silent.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -29,6 +26,7 @@ from . import budget
 from .build import build_plan, sorted_messages
 from .diagnostics import Diagnostic, Problem
 from .formats import payload_messages, render
+from .gc_pause import gc_paused
 from .history import History, Message, ServiceCall, ToolCall, ToolDefinition
 from .naive import naive_payload, naive_replay_problems
 from .options import FORMATS, ReplayOptions, heuristic_tokens
@@ -88,28 +86,9 @@ def turn_starts(history: History) -> list[TurnStart]:
     return [TurnStart(i, m.external_id, m.created_at) for i, m in enumerate(users)]
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a replay allocates its payload.
-
-    A replay creates no reference cycles, but its tens of thousands of small objects trigger
-    collections that each traverse the whole (large, long-lived) history, which made a 50k-call
-    replay several times slower than linear. Reference counting still frees everything; the
-    collector is re-enabled afterwards only if it was enabled before.
-    """
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def replay(history: History, options: ReplayOptions | None = None) -> ReplayResult:
     """Build the provider payload for ``history`` under ``options`` (defaults if None)."""
-    with _gc_paused():
+    with gc_paused():
         return _replay(history, options or ReplayOptions())
 
 

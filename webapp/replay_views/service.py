@@ -8,9 +8,7 @@ its validation and the naive-replay check are pure and run on the loaded history
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
@@ -23,6 +21,7 @@ from ..history_loader import ConversationRef, LoadedHistory, load_history_with_t
 from ..models import Channel, Conversation, Project
 from ..replay import History, ReplayOptions, ReplayResult, replay, turn_starts, validate
 from ..replay.diagnostics import Problem
+from ..replay.gc_pause import gc_paused
 from ..replay.naive import naive_replay_problems
 from ..replay_export import (
     ConversationInfo,
@@ -31,25 +30,6 @@ from ..replay_export import (
     replay_options,
 )
 from ..replay_tokens import COUNTER_NAME, stored_counter
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a replay request runs.
-
-    Loading, replaying, checking and rendering a long conversation allocate a few hundred
-    thousand small objects that form no reference cycles; meanwhile the collector would walk
-    the whole (growing) heap again and again: a third of a 10,000-call page's time went there.
-    Reference counting frees everything as usual; the collector is re-enabled afterwards only
-    if it was enabled before.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def without_cyclic_gc(view: Callable[..., Any]) -> Callable[..., Any]:
