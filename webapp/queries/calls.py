@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, select
@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from ..db import db
 from ..models import Channel, Conversation, Message, Project, ToolInvocation
 from .records import CallRecord
+from .timeline import call_columns, call_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,9 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
     t = ToolInvocation
     row = db.session.execute(
         select(
-            t,
+            *call_columns(),
+            t.response,
+            t.token_method,
             Message.external_id.label("message_external_id"),
             Message.content.label("message_content"),
             Message.status.label("message_status"),
@@ -50,11 +53,14 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
     ).first()
     if row is None:
         return None
-    inv: ToolInvocation = row.ToolInvocation
+    call = call_record(row)
+    if call.response_bytes is None and row.response is not None:
+        # Rows stored before response sizes were recorded: measure the text we have anyway.
+        call = replace(call, response_bytes=len(row.response.encode()))
     return CallDetail(
-        call=_record(inv),
-        response=inv.response,
-        arguments_bytes=_json_bytes(inv.arguments),
+        call=call,
+        response=row.response,
+        arguments_bytes=_json_bytes(row.arguments),
         message_external_id=row.message_external_id,
         message_content=row.message_content,
         message_status=row.message_status,
@@ -62,35 +68,9 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
         conversation_external_id=row.conversation_external_id,
         conversation_title=row.conversation_title,
         freshness_seconds=row.window,
-        token_method=inv.token_method,
+        token_method=row.token_method,
     )
 
 
 def _json_bytes(value: Any) -> int:
     return 0 if value is None else len(json.dumps(value, ensure_ascii=False).encode())
-
-
-def _record(inv: ToolInvocation) -> CallRecord:
-    response = inv.response
-    return CallRecord(
-        id=inv.id,
-        message_id=inv.message_id,
-        round_index=inv.round_index,
-        sequence_index=inv.sequence_index,
-        external_tool_call_id=inv.external_tool_call_id or "",
-        function_name=inv.function_name,
-        arguments=inv.arguments,
-        created_at=inv.created_at,
-        started_at=inv.started_at,
-        ended_at=inv.ended_at,
-        has_response=response is not None,
-        response_created_at=inv.response_created_at,
-        is_error=bool(inv.is_error),
-        redactions=tuple(inv.redactions or ()),
-        arguments_tokens=inv.arguments_tokens,
-        response_tokens=inv.response_tokens,
-        response_bytes=inv.response_bytes
-        if inv.response_bytes is not None
-        else (len(response.encode()) if response is not None else None),
-        list_response=response if response is not None and response.startswith("[") else None,
-    )

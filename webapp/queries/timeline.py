@@ -142,7 +142,7 @@ def get_message(conversation_id: int, message_id: int) -> MessageRecord | None:
     return _message(row) if row else None
 
 
-def _call_columns() -> tuple[Any, ...]:
+def call_columns() -> tuple[Any, ...]:
     return (
         T.id,
         T.message_id,
@@ -166,7 +166,8 @@ def _call_columns() -> tuple[Any, ...]:
     )
 
 
-def _call(row: Any) -> CallRecord:
+def call_record(row: Any) -> CallRecord:
+    """A CallRecord from a row selected with :func:`call_columns`."""
     return CallRecord(
         id=row.id,
         message_id=row.message_id,
@@ -203,7 +204,7 @@ def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
     partition = {"partition_by": T.message_id}
     inner = (
         select(
-            *_call_columns(),
+            *call_columns(),
             func.row_number()
             .over(order_by=(T.round_index, T.sequence_index, T.id), **partition)
             .label("position"),
@@ -223,7 +224,7 @@ def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
     calls: dict[int, list[CallRecord]] = defaultdict(list)
     summaries: dict[int, MessageCallSummary] = {}
     for row in rows:
-        calls[row.message_id].append(_call(row))
+        calls[row.message_id].append(call_record(row))
         summaries.setdefault(
             row.message_id,
             MessageCallSummary(
@@ -241,13 +242,13 @@ def call_chunk(
 ) -> tuple[list[CallRecord], bool]:
     """Calls of one message after the (round_index, sequence_index) key, and whether more
     follow."""
-    stmt = select(*_call_columns()).where(T.message_id == message_id)
+    stmt = select(*call_columns()).where(T.message_id == message_id)
     if after is not None:
         stmt = stmt.where(after_key((T.round_index, T.sequence_index), after, descending=False))
     rows = db.session.execute(
         stmt.order_by(T.round_index, T.sequence_index, T.id).limit(limit + 1)
     ).all()
-    return [_call(r) for r in rows[:limit]], len(rows) > limit
+    return [call_record(r) for r in rows[:limit]], len(rows) > limit
 
 
 def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCallRecord]]:
