@@ -10,8 +10,8 @@ os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPA
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import otel_setup  # noqa: E402
-from tools import run_chat_loop  # noqa: E402
+import otel_setup
+from tools import run_chat_loop
 
 
 def main() -> None:

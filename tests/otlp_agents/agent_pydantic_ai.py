@@ -7,8 +7,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import otel_setup  # noqa: E402
-from tools import SYSTEM_PROMPT, USER_PROMPT, get_time, get_weather  # noqa: E402
+import otel_setup
+from tools import SYSTEM_PROMPT, USER_PROMPT, get_time, get_weather
 
 
 def main() -> None:

@@ -154,7 +154,9 @@ def system_instructions(value: Any, limit: int = DEFAULT_PARSE_LIMIT) -> str | N
         texts = [
             p["content"]
             for p in value
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("content"), str)
+            if isinstance(p, Mapping)
+            and p.get("type") == "text"
+            and isinstance(p.get("content"), str)
         ]
         texts += [p for p in value if isinstance(p, str)]
         return "\n\n".join(texts) if texts else None
@@ -242,7 +244,9 @@ def _blocks(blocks: Iterable[Any], limit: int) -> list[Part]:
         if kind in ("text", "input_text", "output_text") and isinstance(block.get("text"), str):
             parts.append(text_part(block["text"]))
         elif kind == "tool_use":
-            parts.append(tool_call_part(block.get("id"), block.get("name"), block.get("input"), limit))
+            parts.append(
+                tool_call_part(block.get("id"), block.get("name"), block.get("input"), limit)
+            )
         elif kind == "tool_result":
             parts.append(
                 response_part(block.get("tool_use_id"), _content_text(block.get("content"), limit))

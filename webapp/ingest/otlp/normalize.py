@@ -57,7 +57,12 @@ CONTENT_KEYS = frozenset(
         "tool.parameters",
     }
 )
-CONTENT_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.")
+CONTENT_PREFIXES = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+)
 
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 MESSAGE_EVENTS = {
@@ -129,8 +134,11 @@ def _put(record: dict[str, Any], key: str, value: Any) -> None:
         record[key] = value
 
 
-def normalize_span(span: Span, limit: int = m.DEFAULT_PARSE_LIMIT) -> dict[str, Any]:
-    """The normalized record of one span (content parsed, not yet redacted)."""
+def normalize_span(
+    span: Span, limit: int = m.DEFAULT_PARSE_LIMIT, conversation_keys: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The normalized record of one span (content parsed, not yet redacted). The values of
+    §6.2's conversation-id keys, and of `conversation_keys` (the setting), are collected."""
     attrs = span.attributes
     kind = classify(attrs)
     record: dict[str, Any] = {
@@ -145,7 +153,11 @@ def normalize_span(span: Span, limit: int = m.DEFAULT_PARSE_LIMIT) -> dict[str, 
         "status": span.status_code,
         "status_message": span.status_message,
     }
-    ids = {k: v for k, v in attrs.items() if _is_conversation_key(k) and _string(v)}
+    ids = {
+        k: v
+        for k, v in attrs.items()
+        if (_is_conversation_key(k) or k in conversation_keys) and _string(v)
+    }
     if ids:
         record["conversation_ids"] = ids
     _put(record, "agent_name", _string(attrs.get("gen_ai.agent.name")))
@@ -186,7 +198,12 @@ def _usage(record: dict[str, Any], attrs: Mapping[str, Any]) -> None:
     _put(
         record,
         "input_tokens",
-        _first_count(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+        _first_count(
+            attrs,
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.prompt_tokens",
+            "llm.token_count.prompt",
+        ),
     )
     _put(
         record,
@@ -399,7 +416,9 @@ def is_genai_log(record: LogRecord) -> bool:
     return record.event_name.startswith("gen_ai.")
 
 
-def normalize_log(record: LogRecord, ordinal: int, limit: int = m.DEFAULT_PARSE_LIMIT) -> dict[str, Any]:
+def normalize_log(
+    record: LogRecord, ordinal: int, limit: int = m.DEFAULT_PARSE_LIMIT
+) -> dict[str, Any]:
     """The normalized record of one GenAI log record; `ordinal` orders records of one span that
     share a timestamp (Node stamps in milliseconds)."""
     out: dict[str, Any] = {

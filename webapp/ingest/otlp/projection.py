@@ -44,7 +44,10 @@ class Options:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        return (*self.conversation_keys, *(k for k in CONVERSATION_KEYS if k not in self.conversation_keys))
+        return (
+            *self.conversation_keys,
+            *(k for k in CONVERSATION_KEYS if k not in self.conversation_keys),
+        )
 
 
 @dataclass
@@ -238,8 +241,7 @@ def _output_calls(llm: Record) -> list[m.Part]:
 
 def _signature(calls: Iterable[m.Part]) -> tuple[tuple[str, str], ...]:
     return tuple(
-        (c["name"], json.dumps(c["arguments"], sort_keys=True, ensure_ascii=False))
-        for c in calls
+        (c["name"], json.dumps(c["arguments"], sort_keys=True, ensure_ascii=False)) for c in calls
     )
 
 
@@ -374,7 +376,10 @@ def _turn_tools(index: _Index, turn: _Turn, rounds: list[Record]) -> list[Record
             if record["class"] != "tool":
                 continue
             if turn.agent is not None:
-                if index.nearest_agent(record) is turn.agent or record.get("parent_span_id") in parents:
+                if (
+                    index.nearest_agent(record) is turn.agent
+                    or record.get("parent_span_id") in parents
+                ):
                     found.append(record)
             elif record.get("parent_span_id") in parents and index.nearest_agent(record) is None:
                 found.append(record)
@@ -391,7 +396,9 @@ def _call_id_tools(index: _Index, traces: Iterable[str]) -> dict[str, Record]:
     return out
 
 
-def _later_responses(rounds: list[Record], start: int) -> tuple[dict[str, tuple[m.Part, Record]], list[tuple[list[m.Part], Record]]]:
+def _later_responses(
+    rounds: list[Record], start: int
+) -> tuple[dict[str, tuple[m.Part, Record]], list[tuple[list[m.Part], Record]]]:
     """Results the model saw in rounds start.. : by call id (the first round that carries each),
     and, for calls without ids, each round's (empty-id responses in order, round)."""
     by_id: dict[str, tuple[m.Part, Record]] = {}
@@ -425,9 +432,7 @@ def _tool_message_results(index: _Index, traces: Iterable[str]) -> dict[str, m.P
     return out
 
 
-def _call(
-    sequence_index: int, part: m.Part, created_ns: int
-) -> CallPlan:
+def _call(sequence_index: int, part: m.Part, created_ns: int) -> CallPlan:
     call = CallPlan(
         sequence_index=sequence_index,
         external_id=part["id"],
@@ -460,6 +465,8 @@ def _apply_tool_span(call: CallPlan, tool: Record) -> None:
     for name in data.get("redactions") or ():
         if name not in call.redactions:
             call.redactions.append(name)
+    if data.get("skipped") and "otlp:skipped" not in call.redactions:
+        call.redactions.append("otlp:skipped")
 
 
 def _build_turn(index: _Index, turn: _Turn, options: Options) -> TurnPlan | None:
@@ -533,9 +540,7 @@ def _build_turn(index: _Index, turn: _Turn, options: Options) -> TurnPlan | None
                     result_part, carrier = unnamed[seq]
                     call.response, call.response_ns = result_part["response"], carrier["start_ns"]
             calls.append(call)
-        plans.append(
-            RoundPlan(len(plans), llm["trace_id"], llm["span_id"], _usage(llm), calls)
-        )
+        plans.append(RoundPlan(len(plans), llm["trace_id"], llm["span_id"], _usage(llm), calls))
 
     _attach_unmatched(plans, rounds, turn_tools, used_tools, len(synthetic))
     for plan in plans:
@@ -626,7 +631,11 @@ def _attach_unmatched(
                 target = r
         plan = plans[offset + target]
         call = CallPlan(
-            len(plan.calls), tool["tool"]["id"], tool["tool"]["name"], None, rounds[target]["end_ns"]
+            len(plan.calls),
+            tool["tool"]["id"],
+            tool["tool"]["name"],
+            None,
+            rounds[target]["end_ns"],
         )
         _apply_tool_span(call, tool)
         plan.calls.append(call)
@@ -661,7 +670,9 @@ def _turn_plan(
     output = last.get("output")
     requested = _requested_tools(last)
     final_text = m.text_of(output[0]) if output and requested is False else None
-    errored = last["status"] == STATUS_ERROR or (agent is not None and agent["status"] == STATUS_ERROR)
+    errored = last["status"] == STATUS_ERROR or (
+        agent is not None and agent["status"] == STATUS_ERROR
+    )
     if errored and final_text is None:
         status = "failed"
     elif requested is False or (agent is not None and agent["status"] != STATUS_ERROR):
@@ -732,7 +743,9 @@ def conversation_external_id(value: str) -> tuple[str, str | None]:
     return f"otel-conv-{digest}", value
 
 
-def _conversations(turns: list[TurnPlan], index: _Index, options: Options) -> list[ConversationPlan]:
+def _conversations(
+    turns: list[TurnPlan], index: _Index, options: Options
+) -> list[ConversationPlan]:
     window_ns = options.stitch_window_seconds * 1_000_000_000
     turns.sort(key=lambda t: (t.start_ns, t.assistant_id))
     emitted: dict[str, tuple[TurnPlan, str, str]] = {}  # call id → (turn, name, arguments)
@@ -743,11 +756,15 @@ def _conversations(turns: list[TurnPlan], index: _Index, options: Options) -> li
             if original is not None:
                 originals[turn.conversation] = original
         else:
-            turn.conversation = _stitched(turn, index, emitted, window_ns) or f"otel-{turn.trace_id}"
+            turn.conversation = (
+                _stitched(turn, index, emitted, window_ns) or f"otel-{turn.trace_id}"
+            )
         for plan in turn.rounds:
             for call in plan.calls:
                 if call.external_id:
-                    emitted.setdefault(call.external_id, (turn, call.function_name, _canon(call.arguments)))
+                    emitted.setdefault(
+                        call.external_id, (turn, call.function_name, _canon(call.arguments))
+                    )
 
     grouped: dict[str, list[TurnPlan]] = defaultdict(list)
     for turn in turns:
