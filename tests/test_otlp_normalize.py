@@ -333,3 +333,10 @@ def test_anthropic_blocks_inside_a_content_string_are_read():
 def test_content_over_the_parse_limit_stays_opaque():
     big = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "x" * 100}]}])
     assert m.semconv_messages(big, limit=10) is None
+
+
+def test_text_parts_without_content_are_structure_only():
+    # pydantic-ai with include_content=False keeps roles and part types, drops the text.
+    messages = m.semconv_messages([{"role": "user", "parts": [{"type": "text"}]}])
+    assert messages[0]["parts"] == [{"type": "other", "kind": "text"}]
+    assert m.text_of(messages[0]) is None

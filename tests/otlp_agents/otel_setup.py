@@ -31,7 +31,8 @@ def _exporters() -> tuple[Any, Any]:
 
 def setup(service_name: str) -> tuple[TracerProvider, LoggerProvider]:
     """Global tracer and logger providers exporting over OTLP/HTTP; call `shutdown` at the end."""
-    resource = Resource.create({"service.name": service_name})
+    # A test runs several agents of one family at once and tells them apart by service name.
+    resource = Resource.create({"service.name": os.environ.get("AGENT_SERVICE_NAME", service_name)})
     span_exporter, log_exporter = _exporters()
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))

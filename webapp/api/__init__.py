@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask_openapi3 import APIBlueprint, OpenAPI
 
 from .. import csrf
-from . import channels, conversations, message_tools
+from . import channels, conversations, message_tools, otel, otlp
 from .schemas import ErrorOut
 
 API_PREFIX = "/api/v1"
@@ -26,6 +26,7 @@ def create_blueprint() -> APIBlueprint:
     message_tools.register_routes(bp)
     conversations.register_routes(bp)
     channels.register_routes(bp)
+    otel.register_routes(bp)
     return bp
 
 
@@ -34,5 +35,9 @@ def register(app: OpenAPI) -> None:
     # The API authenticates with Bearer keys, never cookies: CSRF tokens do not apply.
     csrf.exempt(bp)
     app.register_api(bp)
+    # OTLP/HTTP receivers: /v1/traces, /v1/logs, /v1/metrics and their /api/otlp aliases.
+    otlp_bp = otlp.create_blueprint()
+    csrf.exempt(otlp_bp)
+    app.register_api(otlp_bp)
     # Swagger UI would fetch a validity badge from validator.swagger.io: keep the docs offline.
     app.config.setdefault("SWAGGER_CONFIG", {"validatorUrl": None})

@@ -7,7 +7,7 @@ const { NodeSDK } = require("@opentelemetry/sdk-node");
 const { OpenAIInstrumentation } = require("@opentelemetry/instrumentation-openai");
 
 const sdk = new NodeSDK({
-  serviceName: "node-openai-agent",
+  serviceName: process.env.AGENT_SERVICE_NAME || "node-openai-agent",
   instrumentations: [
     new OpenAIInstrumentation({ captureMessageContent: process.env.AGENT_CAPTURE_CONTENT !== "0" }),
   ],

@@ -10,3 +10,7 @@ The pure core, with no Flask or database inside:
   normalized records, before anything is stored;
 - `projection`: the set of normalized records → conversations, turns, rounds and calls.
 """
+
+# Messages whose external id starts with this are written by the projector only: the native
+# API answers 409 to a write of one (the projection would overwrite it).
+OWNED_MESSAGE_PREFIX = "otel-"

@@ -33,12 +33,17 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def load_json(value: str, limit: int) -> Any:
-    """`value` parsed as JSON, or None when it is not JSON or too large to parse."""
+    """`value` parsed as JSON, or None when it is not JSON (NaN and Infinity included: nothing
+    stored may hold them) or too large to parse."""
     if len(value) > limit:
         return None
     try:
-        return json.loads(value)
+        return json.loads(value, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return None
 
@@ -128,6 +133,9 @@ def semconv_messages(value: Any, limit: int = DEFAULT_PARSE_LIMIT) -> list[Messa
 
 def semconv_part(part: Mapping[str, Any], limit: int) -> Part:
     kind = part.get("type")
+    if kind == "text" and "content" not in part:
+        # The structure without the text: content capture is off (pydantic-ai sends this).
+        return {"type": "other", "kind": "text"}
     if kind == "text":
         content = part.get("content")
         return text_part(content if isinstance(content, str) else result_of(content) or "")

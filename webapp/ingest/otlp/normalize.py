@@ -80,9 +80,9 @@ def is_content_key(key: str) -> bool:
 
 def classify(attributes: Mapping[str, Any]) -> str:
     """§6.1, first match wins: tool, agent, llm, other."""
-    operation = attributes.get("gen_ai.operation.name")
-    openinference = attributes.get("openinference.span.kind")
-    traceloop = attributes.get("traceloop.span.kind")
+    operation = _string(attributes.get("gen_ai.operation.name"))
+    openinference = _string(attributes.get("openinference.span.kind"))
+    traceloop = _string(attributes.get("traceloop.span.kind"))
     if operation == "execute_tool" or openinference == "TOOL" or traceloop == "tool":
         return "tool"
     if operation in AGENT_OPERATIONS or openinference == "AGENT" or traceloop == "agent":
@@ -90,7 +90,7 @@ def classify(attributes: Mapping[str, Any]) -> str:
     if (
         operation in LLM_OPERATIONS
         or openinference == "LLM"
-        or attributes.get("llm.request.type") in ("chat", "completion")
+        or _string(attributes.get("llm.request.type")) in ("chat", "completion")
     ):
         return "llm"
     return "other"

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import astuple, dataclass, field, fields
 from typing import Any
 
 from . import messages as m
@@ -108,8 +108,38 @@ class TurnPlan:
 
     def digest(self) -> str:
         """Changes whenever anything written for this turn would change."""
-        data = json.dumps(asdict(self), sort_keys=True, ensure_ascii=False, default=str)
+        rounds = [
+            (
+                r.index,
+                r.trace_id,
+                r.span_id,
+                astuple(r.usage) if r.usage is not None else None,
+                [
+                    (
+                        c.sequence_index,
+                        c.external_id,
+                        c.function_name,
+                        c.arguments,
+                        c.created_ns,
+                        c.response,
+                        c.response_ns,
+                        c.started_ns,
+                        c.ended_ns,
+                        c.is_error,
+                        c.redactions,
+                        c.span_id,
+                    )
+                    for c in r.calls
+                ],
+            )
+            for r in self.rounds
+        ]
+        values = [getattr(self, f.name) for f in TURN_FIELDS if f.name != "rounds"]
+        data = json.dumps([values, rounds], sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+TURN_FIELDS = fields(TurnPlan)
 
 
 @dataclass
@@ -196,6 +226,12 @@ class _Index:
             if r["class"] == "llm"
         ]
         self.llm_by_key = {_key(r): r for r in self.llms}
+        # Tool calls some stored LLM span emitted (a later span's history needs no synthetic
+        # round for them).
+        self.emitted_ids = {p["id"] for r in self.llms for p in _output_calls(r) if p["id"]}
+        self.emitted_signatures = {
+            _signature(calls) for r in self.llms if (calls := _output_calls(r))
+        }
 
     def parent(self, record: Record) -> Record | None:
         parent_id = record.get("parent_span_id")
@@ -499,15 +535,13 @@ def _build_turn(index: _Index, turn: _Turn, options: Options) -> TurnPlan | None
         round_calls.append(entries)
 
     # Synthetic rounds: tool-call messages in the first round's tail that no stored span emitted.
-    emitted_ids = {p["id"] for llm in index.llms for p in _output_calls(llm) if p["id"]}
-    emitted_sigs = {_signature(_output_calls(llm)) for llm in index.llms if _output_calls(llm)}
     synthetic = [
         msg
         for msg in m.tail(first.get("input") or [])
         if msg["role"] == "assistant"
         and m.tool_calls(msg)
-        and not any(p["id"] in emitted_ids for p in m.tool_calls(msg))
-        and _signature(m.tool_calls(msg)) not in emitted_sigs
+        and not any(p["id"] in index.emitted_ids for p in m.tool_calls(msg))
+        and _signature(m.tool_calls(msg)) not in index.emitted_signatures
     ]
 
     plans: list[RoundPlan] = []
@@ -653,6 +687,17 @@ def _usage(llm: Record) -> UsagePlan:
     )
 
 
+def _has_content(llm: Record) -> bool:
+    """Whether the span carried message content (structure alone does not count)."""
+    for message in [*(llm.get("input") or ()), *(llm.get("output") or ())]:
+        for part in message["parts"]:
+            if part["type"] == "text" or part["type"] == "tool_call_response":
+                return True
+            if part["type"] == "tool_call" and part["arguments"] is not None:
+                return True
+    return False
+
+
 def _turn_plan(
     index: _Index, turn: _Turn, rounds: list[Record], plans: list[RoundPlan], options: Options
 ) -> TurnPlan:
@@ -684,7 +729,7 @@ def _turn_plan(
     if system is None and agent is not None:
         system = agent.get("system")
     tools = first.get("tools") or (agent.get("tools") if agent is not None else None)
-    captured = any(llm.get("input") is not None or llm.get("output") is not None for llm in rounds)
+    captured = any(_has_content(llm) for llm in rounds)
     agent_name = (agent or {}).get("agent_name") or first.get("agent_name")
     plan = TurnPlan(
         key=turn.key,
