@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from werkzeug.serving import make_server
 
 from webapp.bench.server import free_port
-from webapp.client import (
+from toolscope_client import (
     ToolscopeClient,
     ToolscopeRequestError,
     ToolscopeUnavailable,
