@@ -306,6 +306,17 @@ def test_record_round_first_without_then_with_responses(app, live_server, projec
     assert stored_calls(app) == 1
 
 
+def test_a_round_over_the_limit_answers_the_message_with_every_call(app, live_server, project_key):
+    client = make_client(live_server, project_key)
+    calls = [{"id": f"c{n}", "name": "search", "arguments": {}} for n in range(60)]
+
+    answer = client.record_round("chat-60", "a-60", 0, calls, status="completed")
+
+    assert answer["object"] == "message" and answer["status"] == "completed"
+    assert [c["sequence_index"] for c in answer["tool_calls"]] == list(range(60))
+    assert stored_calls(app, "a-60") == 60
+
+
 def test_a_turn_with_more_calls_than_one_request_takes_is_split(app, live_server, project_key):
     session, adapter = counting_session()
     client = make_client(live_server, project_key, session=session)

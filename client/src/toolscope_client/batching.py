@@ -31,14 +31,6 @@ def list_data(answer: Any) -> list[JSON]:
     return []
 
 
-def merge_rounds(answers: list[Any]) -> JSON:
-    """One round posted in several requests, answered as if it had been one: the last answer
-    (the message as it is now) with every request's calls."""
-    merged = dict(answers[-1]) if isinstance(answers[-1], dict) else {}
-    merged["calls"] = [call for a in answers if isinstance(a, dict) for call in a.get("calls", [])]
-    return merged
-
-
 def message_batches(
     messages: Sequence[Mapping[str, Any]], max_messages: int, max_calls: int
 ) -> Iterator[tuple[list[JSON], list[OverflowRound]]]:

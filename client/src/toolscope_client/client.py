@@ -17,7 +17,6 @@ from .batching import (
     chunks,
     list_data,
     list_object,
-    merge_rounds,
     message_batches,
     round_calls,
 )
@@ -224,13 +223,16 @@ class ToolscopeClient:
 
         Post a round's calls as soon as the model asks for them and again with their responses;
         the server merges them. `status` updates the assistant message's run status
-        (`in_progress`, `completed`, `failed`, `cancelled`).
+        (`in_progress`, `completed`, `failed`, `cancelled`). Returns the message as stored.
         """
         path = (
             f"/conversations/{segment(conversation_id)}/messages/{segment(message_id)}"
             f"/rounds/{int(round_index)}"
         )
-        parts = list(chunks(list(calls), self.limits.max_tools_per_request)) or [[]]
+        # A call without sequence_index takes its position in the round, as the server would
+        # give it; given here, it survives the round being split over several requests.
+        numbered = [{"sequence_index": position, **call} for position, call in enumerate(calls)]
+        parts = list(chunks(numbered, self.limits.max_tools_per_request)) or [[]]
         answers: list[JSON | None] = []
         for number, part in enumerate(parts):
             body: JSON = {"calls": round_calls(part)}
@@ -243,7 +245,8 @@ class ToolscopeClient:
             answers.append(self._delivery.write("POST", path, body))
         if any(answer is None for answer in answers):
             return None
-        return answers[0] if len(answers) == 1 else merge_rounds(answers)
+        # The server answers with the whole message: the last answer holds every call.
+        return answers[-1]
 
     @_agent_safe()
     def import_conversation(
@@ -334,12 +337,9 @@ class ToolscopeClient:
             messages[-1]["usage"] = usage
         if self.record_messages(conversation_id, messages) is None:
             return None
+        message_id = assistant["id"]
         delivered = True
         for index, r in enumerate(rounds):
-            calls = [
-                {"sequence_index": position, **call}
-                for position, call in enumerate(r.get("calls") or ())
-            ]
-            answer = self.record_round(conversation_id, assistant["id"], index, calls)
+            answer = self.record_round(conversation_id, message_id, index, r.get("calls") or ())
             delivered &= answer is not None
         return self.get_conversation(conversation_id) if delivered else None
