@@ -88,6 +88,16 @@ def test_raise_errors_raises_unavailable_and_buffers_nothing(down_url, make_clie
     assert client.pending == 0
 
 
+def test_raise_errors_can_be_turned_on_later(down_url, make_client):
+    client = make_client(down_url, retries=0)
+    assert client.get_conversation("chat") is None
+
+    client.raise_errors = True
+
+    with pytest.raises(ToolscopeUnavailable):
+        client.get_conversation("chat")
+
+
 def test_down_buffers_logs_once_and_delivers_in_order(down_url, make_client, caplog):
     port = int(down_url.rsplit(":", 1)[1])
     client = make_client(down_url, retries=2, probe_interval=60)

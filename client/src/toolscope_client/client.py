@@ -74,7 +74,6 @@ class ToolscopeClient:
     ):
         if retries < 0 or buffer_size < 0 or timeout <= 0:
             raise ValueError("retries and buffer_size must be >= 0 and timeout > 0")
-        self.raise_errors = raise_errors
         transport = Transport(
             base_url, api_key, timeout=timeout, retries=retries, backoff=backoff, session=session
         )
@@ -88,6 +87,15 @@ class ToolscopeClient:
         self._limits = ServerLimits(transport, lambda: self._delivery.is_down, limits)
 
     # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def raise_errors(self) -> bool:
+        """Raise `ToolscopeError`s instead of logging, buffering and answering None."""
+        return self._delivery.raise_errors
+
+    @raise_errors.setter
+    def raise_errors(self, value: bool) -> None:
+        self._delivery.raise_errors = value
 
     @property
     def api_base(self) -> str:
