@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask_openapi3 import APIBlueprint, OpenAPI
 
 from .. import csrf
-from . import channels, conversations, message_tools
+from . import channels, conversations, message_tools, meta
 from .schemas import ErrorOut
 
 API_PREFIX = "/api/v1"
@@ -26,6 +26,7 @@ def create_blueprint() -> APIBlueprint:
     message_tools.register_routes(bp)
     conversations.register_routes(bp)
     channels.register_routes(bp)
+    meta.register_routes(bp)
     return bp
 
 
