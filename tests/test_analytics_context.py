@@ -272,6 +272,38 @@ def test_a_failed_run_is_carried_only_in_per_service_call_mode(
     assert [b.label for b in ctx.bars] == ["#1 r0", "#1 r1", "#2 r0"]
 
 
+@pytest.mark.parametrize("imported", [False, True])
+def test_imported_results_never_go_stale_as_in_the_replay(imported: bool) -> None:
+    history = History(
+        "c",
+        None,
+        None,
+        (),
+        (
+            Message(1, "u1", "user", "q", at(0)),
+            Message(
+                2,
+                "a1",
+                "assistant",
+                "done",
+                at(1),
+                "completed",
+                None,
+                (call(10, 0, 0, "lookup", "x", 2),),
+                imported=imported,
+            ),
+            Message(3, "u2", "user", "an hour later", at(3600)),
+            Message(4, "a2", "assistant", "ok", at(3601), "completed"),
+        ),
+    )
+    ctx = conversation_context(
+        history, StoredCounts(results={10: 70}), count=count_tokens, freshness_seconds=300
+    )
+    carried = 70 if imported else 0
+    assert ctx.bars[-1].tool_results == carried
+    assert {r.call_row_id: r.later_runs for r in ctx.results} == {10: 1 if imported else 0}
+
+
 def test_empty_history() -> None:
     ctx = conversation_context(
         History("c", None, None, (), ()), StoredCounts(), count=count_tokens, freshness_seconds=1

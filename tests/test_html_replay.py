@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from webapp.db import db
 from webapp.models import ToolInvocation
+from webapp.replay.names import tool_name_map
 from webapp.replay_views.chat import ENTRY_LIMIT
 
 
@@ -390,8 +391,14 @@ def test_hostile_ids_are_text_in_the_raw_json_too(dashboard, hostile):
     doc = page(dashboard.get(f"/conversations/{hostile}/replay?freshness=off"))
     payload = json.loads(doc.one("pre#replay-raw-json").text)
     assert payload["messages"][0]["content"] == f"System {XSS}"
+    # Providers refuse such tool names: the replay sends names they accept, and its diagnostics
+    # name the stored ones, as text.
+    sent = tool_name_map([f"fn{XSS}", ATTR, "late"])
     names = [c.text for c in doc.select(".pair .fn")]
-    assert names == [f"fn{XSS}", ATTR]
+    assert names == [sent[f"fn{XSS}"], sent[ATTR]]
+    badges = [b.text.strip() for b in doc.select(".pair .badge")]
+    assert badges.count("name renamed") == 2
+    assert f"fn{XSS}" in doc.text and ATTR in doc.text
 
 
 # --- Access and queries ---------------------------------------------------------------------------

@@ -141,6 +141,24 @@ def test_compaction_forecast_names_the_uncited_sources():
     assert kinds(call(list_response='[{"a": 1}]'), cited=frozenset({1})) == []
 
 
+def test_imported_calls_are_forecast_neither_stale_nor_compacted():
+    """The replay sends an imported run as it was sent (issue 12): no window, no compaction."""
+    sources = json.dumps([{"source_number": n, "text": "t"} for n in (1, 2)])
+    old = call(answered=NOW - timedelta(hours=5), list_response=sources)
+    cited = badges.citations("See [source1].")
+    assert kinds(old, cited=cited) == ["stale", "compacted"]
+    assert [b.kind for b in model.call_view(old, CTX, cited, imported=True).badges] == []
+    run = model.run_view(
+        MessageRecord(1, "m1", "assistant", "See [source1].", NOW, None, None, None, True),
+        [old],
+        ctx=CTX,
+        usage=None,
+        has_more=False,
+        with_waterfall=False,
+    )
+    assert run.rounds[0].calls[0].badges == []
+
+
 def test_waterfall_bars_overlap_for_parallel_calls_and_escape_names():
     calls = [
         call(0, 0, name="<b>bold</b>", start_ms=0, duration_ms=400),

@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, Literal
 
 from sqlalchemy import case, func, literal, select
@@ -137,6 +138,7 @@ def _load_rows(
                     model=m.model,
                     tool_calls=tuple(calls.get(m.id, ())),
                     service_calls=tuple(usage.get(m.id, ())),
+                    imported=m.imported,
                 )
                 for m in messages.get(ref.id, ())
             ),
@@ -163,6 +165,7 @@ def _messages(
             Message.status,
             Message.model,
             Message.content_tokens,
+            Message.imported,
         )
         .where(Message.conversation_id.in_(ids))
         .order_by(Message.created_at, Message.id)
@@ -340,6 +343,10 @@ def _definitions(ids: Iterable[int]) -> dict[int, list[HistoryToolDefinition]]:
         grouped[d.conversation_id].append(
             HistoryToolDefinition(d.name, d.description, d.parameters)
         )
+    # By code point, whatever the database's collation: the replay lists renamed tools that way
+    # too (see webapp.replay.build), and SQLite and PostgreSQL then agree.
+    for definitions in grouped.values():
+        definitions.sort(key=attrgetter("name"))
     return grouped
 
 

@@ -12,12 +12,25 @@ Supported formats (the same three the replay exports, so an export imports back)
 
 How turns are derived: every assistant message that requests tools is one round (its calls, in
 order, are the sequence); consecutive rounds between two user messages belong to one assistant
-turn, whose final text is the next assistant text. Results attach to calls by id. Text that an
-assistant message carries next to its tool calls ("Let me check...") has no place in the model
-and is dropped. A leading system message becomes the system prompt unless one is given.
+turn, whose final text is the next assistant text. Results attach to calls by id.
+
+Nothing the model was sent is dropped, and the list is stored so that its replay gives it back
+(the conversation's messages are marked imported, see `webapp.replay.build`):
+
+- Text next to tool calls in one assistant message ("Let me check...", or a replay export's
+  Anthropic message that carries one run's answer and the next run's `tool_use`) is kept, in
+  block order: it closes the turn still collecting rounds as its final text, or is an assistant
+  message of its own; the tool calls after it start a new turn.
+- Anthropic content blocks are kept one stored message per text block: the replay merges
+  consecutive messages of one role into one message of blocks, so the same blocks come back.
+  (OpenAI text parts are joined by a blank line into one message.)
+- A leading system message becomes the system prompt unless one is given (openai-chat and
+  anthropic, which send the system prompt that way). In openai-responses `instructions` is the
+  system prompt and a system item in `input` stays an item.
 
 Message ids are `<id_prefix>-<n>` (n = position among the stored messages), so importing the
-same list twice stores it once, unless a provider message carries a string `id` of its own.
+same list twice stores it once, unless a provider message carries a string `id` of its own (its
+first stored message takes it).
 """
 
 from __future__ import annotations
@@ -144,25 +157,38 @@ def _given_id(message: Mapping[str, Any]) -> str | None:
 
 
 class _TurnBuilder:
-    def __init__(self, id_prefix: str, system_prompt: str | None):
+    def __init__(self, id_prefix: str, system_prompt: str | None, *, promote_system: bool):
         self.id_prefix = id_prefix
         self.system_prompt = system_prompt
+        # Whether a leading system message is the system prompt (see the module docstring).
+        self.promote_system = promote_system
         self.messages: list[ImportedMessage] = []
         self.turn: ImportedMessage | None = None  # assistant turn still collecting rounds
         self.calls_by_id: dict[str, ImportedCall] = {}
+        self.given: str | None = None  # the id of the provider message being read, until used
 
-    def _new(self, role: str, content: str | None, path: str, given: str | None):
+    def message(self, given: str | None) -> None:
+        """A new provider message starts; ``given`` is its own id, if it has one."""
+        self.given = given
+
+    def _new(self, role: str, content: str | None, path: str) -> ImportedMessage:
         message = ImportedMessage(
-            id=given or f"{self.id_prefix}-{len(self.messages)}",
+            id=self.given or f"{self.id_prefix}-{len(self.messages)}",
             role=role,
             content=content,
             field=path,
         )
+        self.given = None  # a provider message split in several: its id goes to the first
         self.messages.append(message)
         return message
 
-    def text(self, role: str, content: str | None, path: str, given: str | None = None) -> None:
-        if role == "system" and not self.messages and self.system_prompt is None:
+    def text(self, role: str, content: str | None, path: str) -> None:
+        if (
+            role == "system"
+            and self.promote_system
+            and not self.messages
+            and self.system_prompt is None
+        ):
             self.system_prompt = content or ""
             return
         if role == "assistant" and self.turn is not None:
@@ -172,18 +198,13 @@ class _TurnBuilder:
         self.turn = None
         if role == "user" and not content:
             return
-        self._new(role, content, path, given)
+        self._new(role, content, path)
 
-    def round(
-        self,
-        calls: list[tuple[str, str, dict[str, Any] | None, str]],
-        path: str,
-        given: str | None = None,
-    ) -> None:
+    def round(self, calls: list[tuple[str, str, dict[str, Any] | None, str]], path: str) -> None:
         if not calls:
             return
         if self.turn is None:
-            self.turn = self._new("assistant", None, path, given)
+            self.turn = self._new("assistant", None, path)
         round_index = self.turn.round_count
         for sequence_index, (call_id, name, arguments, call_path) in enumerate(calls):
             call = ImportedCall(call_id, name, arguments, round_index, sequence_index, call_path)
@@ -209,21 +230,29 @@ class _TurnBuilder:
 # --- Formats -----------------------------------------------------------------------------------
 
 
+def _has_text(text: str | None) -> bool:
+    return text is not None and text.strip() != ""
+
+
 def _openai_chat(messages: Sequence[Any], b: _TurnBuilder) -> None:
     for i, raw in enumerate(messages):
         path = f"messages.{i}"
         m = _obj(raw, path)
+        b.message(_given_id(m))
         role = m.get("role")
         if role in ("system", "developer"):
-            b.text("system", _text(m.get("content"), f"{path}.content"), path, _given_id(m))
+            b.text("system", _text(m.get("content"), f"{path}.content"), path)
         elif role == "user":
-            b.text("user", _text(m.get("content"), f"{path}.content"), path, _given_id(m))
+            b.text("user", _text(m.get("content"), f"{path}.content"), path)
         elif role == "assistant":
+            content = _text(m.get("content"), f"{path}.content")
             tool_calls = m.get("tool_calls") or []
             if tool_calls:
-                b.round(_openai_chat_calls(tool_calls, f"{path}.tool_calls"), path, _given_id(m))
+                if _has_text(content):  # said before the calls: kept, in that order
+                    b.text("assistant", content, path)
+                b.round(_openai_chat_calls(tool_calls, f"{path}.tool_calls"), path)
             else:
-                b.text("assistant", _text(m.get("content"), f"{path}.content"), path, _given_id(m))
+                b.text("assistant", content, path)
         elif role == "tool":
             call_id = _ident(m.get("tool_call_id"), f"{path}.tool_call_id", allow_empty=False)
             b.result(call_id, _text(m.get("content"), f"{path}.content") or "", False, path)
@@ -253,6 +282,7 @@ def _openai_chat_calls(tool_calls: Any, path: str) -> list[tuple[str, str, Any, 
 
 def _openai_responses(items: Sequence[Any] | str, b: _TurnBuilder) -> None:
     if isinstance(items, str):
+        b.message(None)
         b.text("user", items, "input")
         return
     pending: list[tuple[str, str, Any, str]] = []
@@ -261,6 +291,7 @@ def _openai_responses(items: Sequence[Any] | str, b: _TurnBuilder) -> None:
     def flush() -> None:
         nonlocal pending
         if pending:
+            b.message(None)
             b.round(pending, pending_path)
             pending = []
 
@@ -291,7 +322,8 @@ def _openai_responses(items: Sequence[Any] | str, b: _TurnBuilder) -> None:
             if role not in ("system", "developer", "user", "assistant"):
                 raise ImportFormatError(f"{path}.role", f"unsupported role {role!r}")
             role = "system" if role == "developer" else role
-            b.text(role, _text(item.get("content"), f"{path}.content"), path, _given_id(item))
+            b.message(_given_id(item))
+            b.text(role, _text(item.get("content"), f"{path}.content"), path)
     flush()
 
 
@@ -299,6 +331,7 @@ def _anthropic(messages: Sequence[Any], b: _TurnBuilder) -> None:
     for i, raw in enumerate(messages):
         path = f"messages.{i}"
         m = _obj(raw, path)
+        b.message(_given_id(m))
         role = m.get("role")
         content = m.get("content")
         if role not in ("user", "assistant"):
@@ -306,47 +339,54 @@ def _anthropic(messages: Sequence[Any], b: _TurnBuilder) -> None:
                 f"{path}.role", f"unsupported role {role!r}; expected user or assistant"
             )
         if content is None or isinstance(content, str):
-            b.text(role, content, path, _given_id(m))
+            b.text(role, content, path)
             continue
         blocks = [
             _obj(block, f"{path}.content.{j}")
             for j, block in enumerate(_list(content, f"{path}.content"))
         ]
         if role == "assistant":
-            _anthropic_assistant(blocks, path, b, _given_id(m))
+            _anthropic_assistant(blocks, path, b)
         else:
-            _anthropic_user(blocks, path, b, _given_id(m))
+            _anthropic_user(blocks, path, b)
 
 
-def _anthropic_assistant(
-    blocks: list[Mapping[str, Any]], path: str, b: _TurnBuilder, given: str | None
-) -> None:
-    calls = []
+def _block_text(block: Mapping[str, Any]) -> str | None:
+    text = block.get("text")
+    return text if block.get("type") == "text" and isinstance(text, str) else None
+
+
+def _anthropic_assistant(blocks: list[Mapping[str, Any]], path: str, b: _TurnBuilder) -> None:
+    """In block order: each text block is assistant text, consecutive tool_use blocks a round."""
+    calls: list[tuple[str, str, dict[str, Any] | None, str]] = []
+    texts = 0
     for j, block in enumerate(blocks):
-        if block.get("type") != "tool_use":
-            continue
         block_path = f"{path}.content.{j}"
-        arguments = block.get("input")
-        if arguments is not None and not isinstance(arguments, dict):
-            raise ImportFormatError(f"{block_path}.input", "expected an object")
-        calls.append(
-            (
-                _ident(block.get("id"), f"{block_path}.id", allow_empty=True),
-                _ident(block.get("name"), f"{block_path}.name", allow_empty=False),
-                arguments,
-                block_path,
+        text = _block_text(block)
+        if text is not None:
+            b.round(calls, path)
+            calls = []
+            b.text("assistant", text, path)
+            texts += 1
+        elif block.get("type") == "tool_use":
+            arguments = block.get("input")
+            if arguments is not None and not isinstance(arguments, dict):
+                raise ImportFormatError(f"{block_path}.input", "expected an object")
+            calls.append(
+                (
+                    _ident(block.get("id"), f"{block_path}.id", allow_empty=True),
+                    _ident(block.get("name"), f"{block_path}.name", allow_empty=False),
+                    arguments,
+                    block_path,
+                )
             )
-        )
-    if calls:
-        b.round(calls, path, given)
-    else:
-        b.text("assistant", _text(list(blocks), f"{path}.content"), path, given)
+    b.round(calls, path)
+    if not texts and not any(block.get("type") == "tool_use" for block in blocks):
+        b.text("assistant", None, path)  # no text and no calls (only thinking, or nothing)
 
 
-def _anthropic_user(
-    blocks: list[Mapping[str, Any]], path: str, b: _TurnBuilder, given: str | None
-) -> None:
-    texts = []
+def _anthropic_user(blocks: list[Mapping[str, Any]], path: str, b: _TurnBuilder) -> None:
+    """Results attach to their calls; each text block is a user message of its own."""
     for j, block in enumerate(blocks):
         block_path = f"{path}.content.{j}"
         if block.get("type") == "tool_result":
@@ -355,10 +395,10 @@ def _anthropic_user(
             )
             result = _text(block.get("content"), f"{block_path}.content") or ""
             b.result(call_id, result, bool(block.get("is_error")), block_path)
-        elif block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-    if texts:
-        b.text("user", "\n\n".join(texts), path, given)
+            continue
+        text = _block_text(block)
+        if text is not None:
+            b.text("user", text, path)
 
 
 # --- Tools -------------------------------------------------------------------------------------
@@ -385,12 +425,20 @@ def _tool(raw: Any, path: str) -> dict[str, Any] | None:
     }
 
 
-def _tools(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
+# What the Responses and Anthropic formats send for a tool stored without a schema (they always
+# send one); read back as "no schema", so a copy is what the export was made from.
+_NO_SCHEMA = {"type": "object", "properties": {}}
+
+
+def _tools(tools: Sequence[Any] | None, fmt: str) -> list[dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(tools or []):
         tool = _tool(raw, f"tools.{i}")
-        if tool is not None:
-            out[tool["name"]] = tool  # one definition per name, the last one wins
+        if tool is None:
+            continue
+        if fmt != "openai-chat" and tool["parameters"] == _NO_SCHEMA:
+            tool["parameters"] = None
+        out[tool["name"]] = tool  # one definition per name, the last one wins
     return list(out.values())
 
 
@@ -412,11 +460,11 @@ def import_conversation(
     if messages is None:
         raise ImportFormatError(key, f"the {fmt} format needs `{key}`")
     system_prompt = _text(system, "system") if system is not None else None
-    builder = _TurnBuilder(id_prefix, system_prompt)
+    builder = _TurnBuilder(id_prefix, system_prompt, promote_system=fmt != "openai-responses")
     if fmt == "openai-chat":
         _openai_chat(_list(messages, key), builder)
     elif fmt == "openai-responses":
         _openai_responses(messages if isinstance(messages, str) else _list(messages, key), builder)
     else:
         _anthropic(_list(messages, key), builder)
-    return builder.build(_tools(tools))
+    return builder.build(_tools(tools, fmt))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import g, jsonify
@@ -219,17 +219,22 @@ def register_routes(bp: APIBlueprint) -> None:
     @endpoint(write=True, prepares=True)
     def conversation_import(path: ConversationPath, body: ImportCreate):
         """Rounds and sequence indices are derived from the provider format. Message ids are
-        deterministic, so importing the same list again changes nothing. The body of a replay
-        export's `payload` (plus `format`) recreates an equivalent conversation. Bounded by
-        MAX_BODY_BYTES only: a long history is one request."""
+        deterministic, so importing the same list again changes nothing. The messages are
+        stamped a microsecond apart, the last one just before the import answers (from
+        `started_at` on, when given and early enough): all of them exist when it answers, in
+        their order, and anything posted later comes after them. The body of a replay
+        export's `payload` (plus `format`) recreates a conversation whose replay is that
+        payload again. Bounded by MAX_BODY_BYTES only: a long history is one request."""
         cid = _check_id("path.cid", path.cid)
         imported = _read_import(cid, body)
         ctx = write_context()
-        started_at = body.started_at or ctx.now
-        prepared = ingest.prepare_messages(ctx, _import_drafts(imported, started_at))
+        times = import_times(len(imported.messages), ctx.now, body.started_at)
+        prepared = ingest.prepare_messages(ctx, _import_drafts(imported, times))
 
         def store():
-            conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
+            conversation_id, _ = ingest.ensure_conversation(
+                ctx.project_id, cid, ctx.now, times[0] if times else None
+            )
             ingest.store_messages(ctx, conversation_id, cid, prepared)
             if imported.tools:
                 ingest.replace_tool_definitions(conversation_id, imported.tools)
@@ -253,11 +258,20 @@ def _read_import(cid: str, body: ImportCreate) -> ImportedConversation:
         raise Invalid(exc.field, exc.message) from None
 
 
-def _import_drafts(imported: ImportedConversation, started_at: Any) -> list[MessageDraft]:
-    """Imported messages as drafts; one millisecond apart so they keep their order."""
+def import_times(count: int, now: datetime, started_at: datetime | None) -> list[datetime]:
+    """When each of ``count`` imported messages was stored: a microsecond apart, in order, the
+    last one before ``now`` (the moment the import answers for), so a replay right after the
+    import sees them all and a message posted later sorts after them. ``started_at`` is the
+    first one's time unless it is too late for that."""
+    latest_start = now - timedelta(microseconds=count)
+    start = latest_start if started_at is None else min(started_at, latest_start)
+    return [start + timedelta(microseconds=n) for n in range(count)]
+
+
+def _import_drafts(imported: ImportedConversation, times: list[datetime]) -> list[MessageDraft]:
+    """Imported messages as drafts, marked imported, at the given times."""
     out = []
-    for n, m in enumerate(imported.messages):
-        created_at = started_at + timedelta(milliseconds=n)
+    for m, created_at in zip(imported.messages, times, strict=True):
         out.append(
             MessageDraft(
                 field=m.field,
@@ -265,6 +279,7 @@ def _import_drafts(imported: ImportedConversation, started_at: Any) -> list[Mess
                 role=m.role,
                 content=m.content,
                 created_at=created_at,
+                imported=True,
                 calls=[
                     CallDraft(
                         field=c.field,

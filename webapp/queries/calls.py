@@ -22,6 +22,7 @@ class CallDetail:
     message_external_id: str
     message_content: str | None
     message_status: str | None
+    message_imported: bool
     conversation_id: int | None
     conversation_external_id: str | None
     conversation_title: str | None
@@ -40,6 +41,7 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
             Message.external_id.label("message_external_id"),
             Message.content.label("message_content"),
             Message.status.label("message_status"),
+            Message.imported.label("message_imported"),
             Conversation.id.label("conversation_id"),
             Conversation.external_id.label("conversation_external_id"),
             Conversation.title.label("conversation_title"),
@@ -64,6 +66,7 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
         message_external_id=row.message_external_id,
         message_content=row.message_content,
         message_status=row.message_status,
+        message_imported=row.message_imported,
         conversation_id=row.conversation_id,
         conversation_external_id=row.conversation_external_id,
         conversation_title=row.conversation_title,

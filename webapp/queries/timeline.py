@@ -87,6 +87,7 @@ _MESSAGE_COLUMNS = (
     Message.status,
     Message.model,
     Message.content_tokens,
+    Message.imported,
 )
 
 
@@ -100,6 +101,7 @@ def _message(row: Any) -> MessageRecord:
         status=row.status,
         model=row.model,
         content_tokens=row.content_tokens,
+        imported=row.imported,
     )
 
 

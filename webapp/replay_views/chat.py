@@ -29,6 +29,7 @@ ENTRY_LIMIT = 300
 CALL_BADGES = {
     "id_generated": "id generated",
     "id_renamed": "id renamed",
+    "tool_name_renamed": "name renamed",
     "compacted": "compacted",
     "truncated": "truncated",
     "redacted": "redacted",

@@ -11,6 +11,9 @@ the dashboard's quick forecast of them, computed per card without replaying the 
 * ``redacted``: redaction rules changed the call before it was stored;
 * ``truncated``: the response has more tokens than the replay's per-result cap;
 * ``compacted``: the response is a sources list with items the run's final text does not cite.
+
+A call of an imported message (the import API: what a model was sent) is never stale nor
+compacted: the replay sends imported runs as they were sent.
 """
 
 from __future__ import annotations
@@ -71,8 +74,11 @@ def call_badges(
     freshness_seconds: int | None,
     token_cap: int | None,
     cited: frozenset[int] | None,
+    imported: bool = False,
 ) -> list[Badge]:
     badges: list[Badge] = []
+    if imported:
+        freshness_seconds, cited = None, None
     if call.is_error:
         badges.append(Badge("error", "error", "The tool reported an error."))
     if not call.has_response:

@@ -86,7 +86,9 @@ def call_duration_ms(call: CallRecord) -> float | None:
     return max(0.0, (call.ended_at - call.started_at).total_seconds() * 1000)
 
 
-def call_view(call: CallRecord, ctx: BadgeContext, cited: frozenset[int] | None) -> CallView:
+def call_view(
+    call: CallRecord, ctx: BadgeContext, cited: frozenset[int] | None, imported: bool = False
+) -> CallView:
     return CallView(
         call=call,
         arguments_summary=short_arguments(call.arguments),
@@ -96,6 +98,7 @@ def call_view(call: CallRecord, ctx: BadgeContext, cited: frozenset[int] | None)
             freshness_seconds=ctx.freshness_seconds,
             token_cap=ctx.token_cap,
             cited=cited,
+            imported=imported,
         ),
         duration_ms=call_duration_ms(call),
     )
@@ -144,7 +147,7 @@ def run_view(
     with_waterfall: bool = True,
 ) -> RunView:
     cited = badges.citations(message.content)
-    views = [call_view(c, ctx, cited) for c in calls]
+    views = [call_view(c, ctx, cited, message.imported) for c in calls]
     figure = gantt.run_waterfall(calls) if with_waterfall else None
     return RunView(
         rounds=group_rounds(views, usage, continued_round),

@@ -38,6 +38,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
             freshness_seconds=detail.freshness_seconds,
             token_cap=cap,
             cited=citations(detail.message_content),
+            imported=detail.message_imported,
         ),
         "duration_ms": model.call_duration_ms(call),
         "arguments": render_value(call.arguments),
