@@ -10,8 +10,8 @@ from api_support import assert_error, row_counts
 from sqlalchemy import select
 
 from webapp.db import db
-from webapp.history_loader import load_history
 from webapp.models import Conversation
+from webapp.queries.histories import load_history
 from webapp.replay import ReplayOptions, replay
 
 CHAT = {

@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from webapp.db import db
 from webapp.models import ToolInvocation
-from webapp.replay_views.chat import ENTRY_LIMIT
+from webapp.views.replay.chat import ENTRY_LIMIT
 
 
 def replay_url(conversation_id: int, **params) -> str:

@@ -8,11 +8,13 @@ from decimal import Decimal
 
 import pytest
 
+from webapp.queries import cursors
 from webapp.queries.records import CallRecord, MessageRecord
-from webapp.views import badges, cursors, formatting, gantt
-from webapp.views import timeline_model as model
+from webapp.views import formatting
 from webapp.views.common import BadParameter
-from webapp.views.list_filters import parse_filters
+from webapp.views.conversations import badges, gantt
+from webapp.views.conversations import timeline_model as model
+from webapp.views.conversations.list_filters import parse_filters
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 

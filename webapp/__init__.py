@@ -86,7 +86,9 @@ def _engine_options(url: str) -> dict[str, Any]:
 
 
 def _register_blueprints(app: OpenAPI) -> None:
-    from . import analytics_views, api, replay_views, views
+    from . import api, views
+    from .api import replay as replay_api
+    from .views import costs, replay
 
-    for area in (api, views, replay_views, analytics_views):
+    for area in (api, views, replay_api, replay, costs):
         area.register(app)

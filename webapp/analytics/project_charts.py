@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from datetime import date
 from decimal import Decimal
 
-from ..attribution import ToolAttribution
+from ..queries.analytics import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
 from . import figures
-from .queries import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
+from .attribution import ToolAttribution
 from .tables import Chart, Column, Table, rows_of
 
 __all__ = [

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 
-from ..attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from ..pricing import PriceOverride, input_price_per_token
+from .attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from .context import ContextBar, ConversationContext
 
 __all__ = ["InputPrices", "attribution_turns", "merge_attributions", "tool_attribution"]

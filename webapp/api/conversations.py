@@ -10,8 +10,8 @@ from flask import g, jsonify
 from flask_openapi3 import APIBlueprint, Tag
 
 from .. import ingest
-from ..importers import ImportedConversation, ImportFormatError, import_conversation
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
+from ..ingest.importers import ImportedConversation, ImportFormatError, import_conversation
 from . import drafts, reads
 from .endpoint import endpoint, write_context
 from .schemas import (

@@ -16,8 +16,8 @@ from sqlalchemy import and_, func, or_, select
 
 from ..db import db
 from ..errors import ApiError
-from ..ingest.sql import CONVERSATION, MESSAGE, SERVICE_CALL, TOOL
 from ..models import Channel, ToolDefinition
+from ..sql import CONVERSATION, MESSAGE, SERVICE_CALL, TOOL
 from . import serializers
 
 CHANNEL = Channel.__table__

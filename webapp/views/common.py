@@ -12,8 +12,8 @@ from flask import Blueprint, Response, jsonify, render_template, request
 from markupsafe import Markup
 
 from ..errors import error_response
-from .cursors import CursorError
-from .cursors import decode as decode_cursor
+from ..queries.cursors import CursorError
+from ..queries.cursors import decode as decode_cursor
 
 
 def twin_get(bp: Blueprint, rule: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

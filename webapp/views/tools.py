@@ -7,9 +7,9 @@ from datetime import datetime
 from flask import request
 
 from ..queries import tool_stats as queries
+from ..queries.cursors import encode
 from .common import BadParameter, bad_parameter_response, cursor_arg, not_found, respond, twin_get
 from .context import current_project
-from .cursors import encode
 from .security import dashboard_blueprint
 
 bp = dashboard_blueprint("tools", __name__)

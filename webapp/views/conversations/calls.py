@@ -9,12 +9,12 @@ from flask import Response, current_app
 
 from ...db import utcnow
 from ...queries import calls as queries
-from .. import timeline_model as model
-from ..badges import call_badges, citations
 from ..common import not_found, respond, twin_get
 from ..context import current_project
 from ..highlight import render_text, render_value
 from . import bp
+from . import timeline_model as model
+from .badges import call_badges, citations
 
 FIELDS = ("arguments", "response")
 

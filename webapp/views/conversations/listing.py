@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from flask import redirect, render_template, request, url_for
 
 from ...queries import conversation_list as queries
+from ...queries.cursors import encode
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -17,9 +18,8 @@ from ..common import (
     wants_fragment,
 )
 from ..context import current_project, current_project_id
-from ..cursors import encode
-from ..list_filters import parse_filters
 from . import bp
+from .list_filters import parse_filters
 
 # The list polls less often than a conversation page: it only announces new activity.
 LIST_POLL_SECONDS = 5

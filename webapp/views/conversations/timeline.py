@@ -11,8 +11,8 @@ from flask import current_app, render_template, request, url_for
 from ...db import utcnow
 from ...queries import stats as stats_queries
 from ...queries import timeline as queries
+from ...queries.cursors import encode
 from ...queries.records import ConversationRecord, MessageRecord
-from .. import timeline_model as model
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -25,9 +25,9 @@ from ..common import (
     wants_json,
 )
 from ..context import current_project, current_project_id
-from ..cursors import encode
 from ..highlight import render_text
 from . import bp
+from . import timeline_model as model
 
 # A conversation idle for longer than this is polled less often.
 ACTIVE_WINDOW = timedelta(minutes=10)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import date
 
-from ..queries.conversation_list import SORTS, ListFilters
-from .common import BadParameter
+from ...queries.conversation_list import SORTS, ListFilters
+from ..common import BadParameter
 
 MAX_QUERY_CHARS = 200
 TRUE_VALUES = {"1", "true", "on", "yes"}

@@ -19,9 +19,9 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from ..queries.records import CallRecord, MessageCallSummary, MessageRecord, ServiceCallRecord
+from ...queries.records import CallRecord, MessageCallSummary, MessageRecord, ServiceCallRecord
+from ..highlight import RenderedContent, render_text, short_arguments
 from . import badges, gantt
-from .highlight import RenderedContent, render_text, short_arguments
 
 MESSAGES_PER_PAGE = 20
 CALLS_PER_CHUNK = 30

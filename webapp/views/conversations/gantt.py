@@ -13,7 +13,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from ..queries.records import CallRecord
+from ...queries.records import CallRecord
 
 # At most this many bars; a run with more calls shows its first ones.
 MAX_BARS = 150

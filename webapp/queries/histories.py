@@ -29,16 +29,16 @@ from typing import Any, Literal
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from .db import db
-from .models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
-from .models import ToolInvocation as ToolRow
-from .replay.gc_pause import gc_paused
-from .replay.history import History
-from .replay.history import Message as HistoryMessage
-from .replay.history import ServiceCall as HistoryServiceCall
-from .replay.history import ToolCall as HistoryToolCall
-from .replay.history import ToolDefinition as HistoryToolDefinition
-from .replay.jsonfast import dumps
+from ..db import db
+from ..models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
+from ..models import ToolInvocation as ToolRow
+from ..replay.gc_pause import gc_paused
+from ..replay.history import History
+from ..replay.history import Message as HistoryMessage
+from ..replay.history import ServiceCall as HistoryServiceCall
+from ..replay.history import ToolCall as HistoryToolCall
+from ..replay.history import ToolDefinition as HistoryToolDefinition
+from ..replay.jsonfast import dumps
 
 TokenKeys = Literal["text", "row"]
 

@@ -18,13 +18,13 @@ from typing import Any
 from sqlalchemy import Select, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from ..analytics.context import StoredCounts
+from ..analytics.filters import ChartFilters
 from ..db import db
-from ..history_loader import ConversationRef, LoadedHistory, ServiceCallCost, load_histories
 from ..models import Channel, Conversation, Message, Project, ServiceCall
 from ..models import ToolInvocation as T
 from ..replay.history import History
-from .context import StoredCounts
-from .filters import ChartFilters
+from .histories import ConversationRef, LoadedHistory, ServiceCallCost, load_histories
 
 __all__ = [
     "PERCENTILES",

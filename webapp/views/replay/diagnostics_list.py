@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from ..replay import Diagnostic, History
+from ...replay import Diagnostic, History
 
 # More rows than this make a heavy page; the rest are one "show all" away.
 ROW_LIMIT = 400

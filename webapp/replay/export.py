@@ -38,9 +38,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .replay import ReplayOptions, ReplayResult
-from .replay.diagnostics import Problem
-from .replay.options import Format, Persistence, PruneMode
+from . import ReplayOptions, ReplayResult
+from .diagnostics import Problem
+from .options import Format, Persistence, PruneMode
 
 SCHEMA_VERSION = 1
 # Far above any model's context; keeps the numbers inside PostgreSQL's and JSON's comfort zone.

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..replay import Diagnostic, History
-from ..replay.formats import payload_messages
+from ...replay import Diagnostic, History
+from ...replay.formats import payload_messages
 
 # Rendering more than this many entries makes a heavy page; the window keeps the latest ones.
 ENTRY_LIMIT = 300

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from flask_openapi3 import OpenAPI
 
-from . import api, pages
-
 
 def register(app: OpenAPI) -> None:
-    api.register(app)
+    from . import pages
+
     app.register_blueprint(pages.bp)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from .replay import Diagnostic, History, ReplayResult
-from .replay.formats import payload_messages
+from . import Diagnostic, History, ReplayResult
+from .formats import payload_messages
 
 Marks = tuple[str, ...]
 

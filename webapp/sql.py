@@ -8,8 +8,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from ..db import JSONType, db
-from ..models import Channel, Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
+from .db import JSONType, db
+from .models import Channel, Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
 
 TOOL = ToolInvocation.__table__
 MESSAGE = Message.__table__

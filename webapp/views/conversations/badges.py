@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..queries.records import CallRecord
+from ...queries.records import CallRecord
 
 # The replay library decides what a sources list is and what counts as a citation.
-from ..replay.compaction import cited_numbers, parse_sources
+from ...replay.compaction import cited_numbers, parse_sources
 
 
 @dataclass(frozen=True, slots=True)

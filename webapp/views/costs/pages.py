@@ -25,16 +25,16 @@ from typing import Any
 from flask import Blueprint, Flask, Response, redirect, render_template, request, url_for
 from sqlalchemy import select
 
-from .analytics import pages, queries
-from .analytics.conversation_charts import CONVERSATION_CHARTS
-from .analytics.filters import PRESETS, ChartFilters, FilterError, parse_filters
-from .analytics.project_charts import PROJECT_CHARTS
-from .db import begin_write, db, utcnow
-from .errors import error_response
-from .models import Project
-from .pricing import PriceOverride
-from .views import security
-from .views.common import (
+from ...analytics.conversation_charts import CONVERSATION_CHARTS
+from ...analytics.filters import PRESETS, ChartFilters, FilterError, parse_filters
+from ...analytics.project_charts import PROJECT_CHARTS
+from ...db import begin_write, db, utcnow
+from ...errors import error_response
+from ...models import Project
+from ...pricing import PriceOverride
+from ...queries import analytics as queries
+from .. import security
+from ..common import (
     error_page,
     jsonable,
     not_found,
@@ -42,7 +42,8 @@ from .views.common import (
     wants_fragment,
     wants_json,
 )
-from .views.context import current_project
+from ..context import current_project
+from . import charts as pages
 
 bp = Blueprint("analytics", __name__)
 bp.before_request(security.require_login)
@@ -123,8 +124,8 @@ def costs_get(fmt: str = "html"):
     if wants_fragment() and request.headers.get("HX-Target") == "charts":
         _raw, overrides = _project_overrides(project.id)
         charts = pages.project_charts_for(project.id, overrides, f)
-        return _html("analytics/_project_charts.html", filters=f, charts=charts)
-    return _html("analytics/costs.html", **_costs_context(project.id, f))
+        return _html("costs/_project_charts.html", filters=f, charts=charts)
+    return _html("costs/costs.html", **_costs_context(project.id, f))
 
 
 @bp.get("/costs/<chart>.csv")
@@ -152,7 +153,7 @@ def tool_charts_get():
     project = current_project()
     _raw, overrides = _project_overrides(project.id)
     charts = pages.project_charts_for(project.id, overrides, f, TOOL_PANEL_CHARTS)
-    template = "analytics/_tool_charts.html" if wants_fragment() else "analytics/tool_charts.html"
+    template = "costs/_tool_charts.html" if wants_fragment() else "costs/tool_charts.html"
     return _html(template, filters=f, charts=charts, presets=PRESETS)
 
 
@@ -190,7 +191,7 @@ def _overrides_response(project_id: int, status: int = 200, **extra: Any):
     if status < 400:
         return redirect(url_for("analytics.costs_get", fmt="html", _anchor="prices"))
     f = parse_filters({}, utcnow().date())
-    return _html("analytics/costs.html", status, **_costs_context(project_id, f, **extra))
+    return _html("costs/costs.html", status, **_costs_context(project_id, f, **extra))
 
 
 def _project_for_update(project_id: int) -> Project:
@@ -263,9 +264,9 @@ def conversation_charts_get(conversation_id: int, fmt: str):
             "charts": {name: chart.to_dict() for name, chart in result.charts.items()},
         }
     template = (
-        "analytics/_conversation_charts.html"
+        "costs/_conversation_charts.html"
         if wants_fragment()
-        else "analytics/conversation_charts.html"
+        else "costs/conversation_charts.html"
     )
     return _html(template, result=result, options=options, charts=result.charts)
 

@@ -16,20 +16,20 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..db import db
-from ..history_loader import ConversationRef, LoadedHistory, load_history_with_tokens
-from ..models import Channel, Conversation, Project
-from ..replay import History, ReplayOptions, ReplayResult, replay, turn_starts, validate
-from ..replay.diagnostics import Problem
-from ..replay.gc_pause import gc_paused
-from ..replay.naive import naive_replay_problems
-from ..replay_export import (
+from ...db import db
+from ...models import Channel, Conversation, Project
+from ...queries.histories import ConversationRef, LoadedHistory, load_history_with_tokens
+from ...replay import History, ReplayOptions, ReplayResult, replay, turn_starts, validate
+from ...replay.diagnostics import Problem
+from ...replay.export import (
     ConversationInfo,
     ReplayQuery,
     export_document,
     replay_options,
 )
-from ..replay_tokens import COUNTER_NAME, stored_counter
+from ...replay.gc_pause import gc_paused
+from ...replay.naive import naive_replay_problems
+from ...replay_tokens import COUNTER_NAME, stored_counter
 
 
 def without_cyclic_gc(view: Callable[..., Any]) -> Callable[..., Any]:

@@ -15,13 +15,13 @@ from flask_openapi3 import APIBlueprint, OpenAPI, Tag
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import csrf
-from ..api import API_PREFIX
-from ..api.endpoint import endpoint
-from ..api.schemas import ConversationPath, ErrorOut
 from ..db import utcnow
 from ..errors import ApiError
-from ..replay_export import OptionError, ReplayQuery, download_filename
-from . import service
+from ..replay.export import OptionError, ReplayQuery, download_filename
+from ..views.replay import service
+from . import API_PREFIX
+from .endpoint import endpoint
+from .schemas import ConversationPath, ErrorOut
 
 TAG = Tag(
     name="Replay",

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
 
-from ..replay import History, turn_starts
-from ..replay_export import ReplayQuery, parse_time
+from ...replay import History, turn_starts
+from ...replay.export import ReplayQuery, parse_time
 
 # How much of a turn's user message its "as of" choice quotes.
 QUOTE_CHARS = 60

@@ -20,10 +20,11 @@ from typing import Any
 from flask import Response, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
-from ..db import utcnow
-from ..history_loader import LoadedHistory
-from ..replay_diff import diff_replays, payload_call_rows
-from ..replay_export import (
+from ...api.replay import download_response
+from ...db import utcnow
+from ...queries.histories import LoadedHistory
+from ...replay.diff import diff_replays, payload_call_rows
+from ...replay.export import (
     COMPARE_SIDES,
     OptionError,
     ReplayQuery,
@@ -33,7 +34,7 @@ from ..replay_export import (
     parse_query,
     query_params,
 )
-from ..views.common import (
+from ..common import (
     BadParameter,
     bad_parameter_response,
     jsonable,
@@ -42,8 +43,8 @@ from ..views.common import (
     wants_fragment,
     wants_json,
 )
-from ..views.context import current_project
-from ..views.highlight import (
+from ..context import current_project
+from ..highlight import (
     RenderedContent,
     fold,
     highlight_json_text,
@@ -51,9 +52,8 @@ from ..views.highlight import (
     render_text,
     render_value,
 )
-from ..views.security import dashboard_blueprint
+from ..security import dashboard_blueprint
 from . import service
-from .api import download_response
 from .chat import ENTRY_LIMIT, chat_entries, mark_entries, window
 from .diagnostics_list import ROW_LIMIT, diagnostics_list
 from .form import form_state, turn_choices
