@@ -71,9 +71,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     errors.init_app(app)
     csrf.init_app(app)
     _register_blueprints(app)
-    from . import cli
-
-    cli.init_app(app)
     return app
 
 
