@@ -84,8 +84,7 @@ def _engine_options(url: str) -> dict[str, Any]:
 
 def _register_blueprints(app: OpenAPI) -> None:
     from . import api, views
-    from .api import replay as replay_api
     from .views import costs, replay
 
-    for area in (api, views, replay_api, replay, costs):
+    for area in (api, views, replay, costs):
         area.register(app)

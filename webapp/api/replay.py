@@ -1,8 +1,7 @@
 """``GET /api/v1/conversations/<cid>/replay``: the replay export, for agents and scripts.
 
-Registered on a blueprint of its own under /api/v1, set up like ``webapp.api``'s (Bearer keys,
-CSRF exempt, documented in /api/openapi.json from the pydantic models below); inputs are read
-and the key checked by ``webapp.api.endpoint``.
+Documented in /api/openapi.json from the pydantic models below; inputs are read and the key
+checked by ``webapp.api.endpoint``, as for every API route.
 """
 
 from __future__ import annotations
@@ -11,15 +10,14 @@ import json
 from typing import Any
 
 from flask import Response, g, jsonify
-from flask_openapi3 import APIBlueprint, OpenAPI, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import csrf
 from ..db import utcnow
 from ..errors import ApiError
 from ..replay.export import OptionError, ReplayQuery, download_filename
 from ..views.replay import service
-from . import API_PREFIX
+from . import bp
 from .endpoint import endpoint
 from .schemas import ConversationPath, ErrorOut
 
@@ -79,42 +77,31 @@ class ReplayExportOut(BaseModel):
     )
 
 
-def create_blueprint() -> APIBlueprint:
-    bp = APIBlueprint(
-        "replay_api",
-        __name__,
-        url_prefix=API_PREFIX,
-        abp_security=[{"bearer": []}],
-        abp_responses={401: ErrorOut},
-    )
-
-    @bp.get(
-        "/conversations/<cid>/replay",
-        tags=[TAG],
-        summary="Replay a conversation as a provider payload, with diagnostics",
-        responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
-    )
-    @endpoint()
-    @service.without_cyclic_gc
-    def replay_get(path: ConversationPath, query: ReplayQuery):
-        """The replay built from the stored rows as of `as_of`, in `format`. A constant number
-        of queries whatever the size of the conversation. `download=true` answers with
-        `Content-Disposition: attachment; filename="replay-<cid>-<format>.json"`."""
-        conversation = service.find_conversation(g.project.id, external_id=path.cid)
-        if conversation is None:
-            raise ApiError(404, "no such conversation in this project")
-        try:
-            built = service.build(conversation, service.load(conversation), query, utcnow())
-        except OptionError as exc:
-            field = f"query.{exc.field}"
-            details = [{"field": field, "message": exc.message}]
-            raise ApiError(422, f"{field}: {exc.message}", details) from None
-        document = built.document()
-        if not query.download:
-            return jsonify(document)
-        return download_response(document, conversation.info.external_id, query.format)
-
-    return bp
+@bp.get(
+    "/conversations/<cid>/replay",
+    tags=[TAG],
+    summary="Replay a conversation as a provider payload, with diagnostics",
+    responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
+)
+@endpoint()
+@service.without_cyclic_gc
+def replay_get(path: ConversationPath, query: ReplayQuery):
+    """The replay built from the stored rows as of `as_of`, in `format`. A constant number
+    of queries whatever the size of the conversation. `download=true` answers with
+    `Content-Disposition: attachment; filename="replay-<cid>-<format>.json"`."""
+    conversation = service.find_conversation(g.project.id, external_id=path.cid)
+    if conversation is None:
+        raise ApiError(404, "no such conversation in this project")
+    try:
+        built = service.build(conversation, service.load(conversation), query, utcnow())
+    except OptionError as exc:
+        field = f"query.{exc.field}"
+        details = [{"field": field, "message": exc.message}]
+        raise ApiError(422, f"{field}: {exc.message}", details) from None
+    document = built.document()
+    if not query.download:
+        return jsonify(document)
+    return download_response(document, conversation.info.external_id, query.format)
 
 
 def download_response(document: dict[str, Any], conversation_id: str, fmt: str) -> Response:
@@ -127,9 +114,3 @@ def download_response(document: dict[str, Any], conversation_id: str, fmt: str) 
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
-
-def register(app: OpenAPI) -> None:
-    bp = create_blueprint()
-    # Bearer keys, never cookies: CSRF tokens do not apply (as for webapp.api).
-    csrf.exempt(bp)
-    app.register_api(bp)
