@@ -11,17 +11,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...analytics import conversation_charts, project_charts
-from ...analytics.attribution import ToolAttribution
-from ...analytics.context import ConversationContext, conversation_context
-from ...analytics.filters import ChartFilters, FilterError
-from ...analytics.tables import Chart
-from ...analytics.tool_costs import InputPrices, merge_attributions, tool_attribution
-from ...analytics.windows import context_window
-from ...pricing import PriceOverride
-from ...queries import analytics as queries
-from ...replay.options import PERSISTENCE_MODES, Persistence
-from ...tokens import count_tokens
+from ..analytics import conversation_charts, project_charts
+from ..analytics.attribution import ToolAttribution
+from ..analytics.context import ConversationContext, conversation_context
+from ..analytics.filters import ChartFilters, FilterError
+from ..analytics.tables import Chart
+from ..analytics.tool_costs import InputPrices, merge_attributions, tool_attribution
+from ..analytics.windows import context_window
+from ..pricing import PriceOverride
+from ..queries import analytics as queries
+from ..replay.options import PERSISTENCE_MODES, Persistence
+from ..tokens import count_tokens
 
 __all__ = [
     "ATTRIBUTION_MAX_CONVERSATIONS",

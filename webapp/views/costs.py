@@ -25,16 +25,17 @@ from typing import Any
 from flask import Blueprint, Flask, Response, redirect, render_template, request, url_for
 from sqlalchemy import select
 
-from ...analytics.conversation_charts import CONVERSATION_CHARTS
-from ...analytics.filters import PRESETS, ChartFilters, FilterError, parse_filters
-from ...analytics.project_charts import PROJECT_CHARTS
-from ...db import begin_write, db, utcnow
-from ...errors import error_response
-from ...models import Project
-from ...pricing import PriceOverride
-from ...queries import analytics as queries
-from .. import security
-from ..common import (
+from ..analytics.conversation_charts import CONVERSATION_CHARTS
+from ..analytics.filters import PRESETS, ChartFilters, FilterError, parse_filters
+from ..analytics.project_charts import PROJECT_CHARTS
+from ..db import begin_write, db, utcnow
+from ..errors import error_response
+from ..models import Project
+from ..pricing import PriceOverride
+from ..queries import analytics as queries
+from . import charts as pages
+from . import security
+from .common import (
     error_page,
     jsonable,
     not_found,
@@ -42,8 +43,7 @@ from ..common import (
     wants_fragment,
     wants_json,
 )
-from ..context import current_project
-from . import charts as pages
+from .context import current_project
 
 bp = Blueprint("analytics", __name__)
 bp.before_request(security.require_login)
@@ -124,7 +124,7 @@ def costs_get(fmt: str = "html"):
     if wants_fragment() and request.headers.get("HX-Target") == "charts":
         _raw, overrides = _project_overrides(project.id)
         charts = pages.project_charts_for(project.id, overrides, f)
-        return _html("costs/_project_charts.html", filters=f, charts=charts)
+        return _html("charts/_project_charts.html", filters=f, charts=charts)
     return _html("costs/costs.html", **_costs_context(project.id, f))
 
 
@@ -153,7 +153,7 @@ def tool_charts_get():
     project = current_project()
     _raw, overrides = _project_overrides(project.id)
     charts = pages.project_charts_for(project.id, overrides, f, TOOL_PANEL_CHARTS)
-    template = "costs/_tool_charts.html" if wants_fragment() else "costs/tool_charts.html"
+    template = "charts/_tool_charts.html" if wants_fragment() else "charts/tool_charts.html"
     return _html(template, filters=f, charts=charts, presets=PRESETS)
 
 
@@ -264,9 +264,9 @@ def conversation_charts_get(conversation_id: int, fmt: str):
             "charts": {name: chart.to_dict() for name, chart in result.charts.items()},
         }
     template = (
-        "costs/_conversation_charts.html"
+        "charts/_conversation_charts.html"
         if wants_fragment()
-        else "costs/conversation_charts.html"
+        else "charts/conversation_charts.html"
     )
     return _html(template, result=result, options=options, charts=result.charts)
 
