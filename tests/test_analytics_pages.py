@@ -428,7 +428,7 @@ def test_page_links_point_at_the_pages_not_their_json_twins(app) -> None:
     from flask import url_for
 
     with app.test_request_context():
-        assert url_for("analytics.costs_get") == "/costs"
-        assert url_for("analytics.conversation_charts_get", conversation_id=7) == (
+        assert url_for("costs.costs_get") == "/costs"
+        assert url_for("conversations.conversation_charts_get", conversation_id=7) == (
             "/conversations/7/charts"
         )

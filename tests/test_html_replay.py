@@ -48,10 +48,10 @@ def call_rows(app, conversation_id: int) -> dict[str, int]:
 # --- The page -------------------------------------------------------------------------------------
 
 
-def test_the_page_has_the_options_form_wired_to_the_fragment(dashboard, support):
+def test_the_page_has_the_options_form_wired_to_its_own_url(dashboard, support):
     doc = page(dashboard.get(replay_url(support)))
     form = doc.one("form#replay-options")
-    assert form.get("hx-get") == f"/conversations/{support}/replay/fragment"
+    assert form.get("hx-get") == f"/conversations/{support}/replay"
     assert form.get("hx-trigger") == "change"
     assert form.get("hx-target") == "#replay-result"
     assert form.get("hx-push-url") == "true"

@@ -117,12 +117,6 @@ def test_stale_uses_the_response_time_or_else_the_call_time():
     assert kinds(call(response=False, created_at=old)) == ["no-response"]
 
 
-def test_channel_window_overrides_the_project_window():
-    assert badges.effective_freshness(60, 300) == 60
-    assert badges.effective_freshness(0, 300) == 0
-    assert badges.effective_freshness(None, 300) == 300
-    assert badges.effective_freshness(None, None) is None
-
 
 def test_truncation_forecast_uses_the_token_cap():
     assert kinds(call(response_tokens=2001)) == ["truncated"]

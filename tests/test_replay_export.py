@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from replay_strategies import SEARCH_TOOL, assistant, at, call, history, sources, user
@@ -14,7 +15,6 @@ from webapp.replay import ReplayOptions, make_synthetic_history, replay, validat
 from webapp.replay.diff import diff_replays, payload_call_ids, payload_call_rows
 from webapp.replay.export import (
     SCHEMA_VERSION,
-    ConversationInfo,
     OptionError,
     ReplayQuery,
     comparison_params,
@@ -215,7 +215,7 @@ def test_the_document_carries_everything_the_issue_lists():
     )
     result = replay(h, options)
     doc = export_document(
-        ConversationInfo("conv-1", "Refunds", "support"),
+        SimpleNamespace(external_id="conv-1", title="Refunds", channel="support"),
         query,
         options,
         result,

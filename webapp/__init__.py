@@ -11,8 +11,9 @@ from flask_wtf.csrf import CSRFProtect
 
 from . import db as database
 from . import errors, paths, settings
+from .version import __version__
 
-__version__ = "0.1.0"
+__all__ = ["__version__", "create_app", "csrf"]
 
 csrf = CSRFProtect()
 
@@ -70,7 +71,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     database.init_app(app)
     errors.init_app(app)
     csrf.init_app(app)
-    _register_blueprints(app)
+    _register_areas(app)
     return app
 
 
@@ -82,9 +83,9 @@ def _engine_options(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10}
 
 
-def _register_blueprints(app: OpenAPI) -> None:
+def _register_areas(app: OpenAPI) -> None:
+    """The JSON API (``/api/v1``) and the dashboard's pages, each registering its blueprints."""
     from . import api, views
-    from .views import costs, replay
 
-    for area in (api, views, replay, costs):
-        area.register(app)
+    api.register(app)
+    views.register(app)

@@ -6,7 +6,6 @@ checked by ``webapp.api.endpoint``, as for every API route.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Response, g, jsonify
@@ -15,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..db import utcnow
 from ..errors import ApiError
-from ..replay.export import OptionError, ReplayQuery, download_filename
-from ..views.replay import service
+from ..queries.conversations import find_conversation
+from ..queries.histories import load_history
+from ..replay.export import OptionError, ReplayQuery, build_replay, export_file
+from ..replay.gc_pause import gc_paused
+from ..tokens import STORED_COUNTER
 from . import bp
 from .endpoint import endpoint
 from .schemas import ConversationPath, ErrorOut
@@ -84,16 +86,24 @@ class ReplayExportOut(BaseModel):
     responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
 )
 @endpoint()
-@service.without_cyclic_gc
+@gc_paused()
 def replay_get(path: ConversationPath, query: ReplayQuery):
     """The replay built from the stored rows as of `as_of`, in `format`. A constant number
     of queries whatever the size of the conversation. `download=true` answers with
     `Content-Disposition: attachment; filename="replay-<cid>-<format>.json"`."""
-    conversation = service.find_conversation(g.project.id, external_id=path.cid)
+    conversation = find_conversation(g.project.id, external_id=path.cid)
     if conversation is None:
         raise ApiError(404, "no such conversation in this project")
+    loaded = load_history(conversation)
     try:
-        built = service.build(conversation, service.load(conversation), query, utcnow())
+        built = build_replay(
+            conversation,
+            loaded.history,
+            query,
+            now=utcnow(),
+            count_tokens=loaded.token_counter(),
+            token_counter=STORED_COUNTER,
+        )
     except OptionError as exc:
         field = f"query.{exc.field}"
         details = [{"field": field, "message": exc.message}]
@@ -101,16 +111,9 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
     document = built.document()
     if not query.download:
         return jsonify(document)
-    return download_response(document, conversation.info.external_id, query.format)
-
-
-def download_response(document: dict[str, Any], conversation_id: str, fmt: str) -> Response:
-    """The document as a file: indented for people, named after the conversation and format."""
-    body = json.dumps(document, indent=2, ensure_ascii=False)
-    filename = download_filename(conversation_id, fmt)
+    text, filename = export_file(document, conversation.external_id, query.format)
     return Response(
-        body,
+        text,
         mimetype="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
-

@@ -2,7 +2,7 @@
 
 Daily series are GROUP BY aggregates; the result-size distribution is one window-function query;
 conversations for re-send attribution are loaded for any number of conversations in five queries
-(the conversations, then ``webapp.history_loader``'s four).
+(the conversations, then ``webapp.queries.histories``' four).
 Rows come back as small frozen records, so the pure code never touches the session.
 """
 
@@ -24,7 +24,9 @@ from ..db import db
 from ..models import Channel, Conversation, Message, Project, ServiceCall
 from ..models import ToolInvocation as T
 from ..replay.history import History
-from .histories import ConversationRef, LoadedHistory, ServiceCallCost, load_histories
+from .conversations import find_conversations
+from .histories import LoadedHistory, ServiceCallCost, load_histories
+from .records import ConversationRecord
 
 __all__ = [
     "PERCENTILES",
@@ -304,45 +306,20 @@ def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tup
     return [r.id for r in rows], (_int(rows[0].total) if rows else 0)
 
 
-def _conversation_rows(project_id: int, ids: Sequence[int]) -> list[Any]:
-    return list(
-        db.session.execute(
-            select(
-                Conversation.id,
-                Conversation.external_id,
-                Conversation.title,
-                Conversation.system_prompt,
-                Channel.name.label("channel"),
-                func.coalesce(Channel.freshness_seconds, Project.freshness_seconds).label(
-                    "freshness"
-                ),
-            )
-            .join(Project, Project.id == Conversation.project_id)
-            .outerjoin(Channel, Channel.id == Conversation.channel_id)
-            .where(Conversation.project_id == project_id, Conversation.id.in_(ids))
-        )
-    )
-
-
 def load_conversations(project_id: int, ids: Sequence[int]) -> list[LoadedConversation]:
-    """Conversations of the project among ``ids`` (others are ignored), in five queries: theirs,
-    then the four of ``webapp.history_loader``."""
-    if not ids:
-        return []
-    conversations = _conversation_rows(project_id, ids)
-    histories = load_histories(
-        [ConversationRef(c.id, c.external_id, c.channel, c.system_prompt) for c in conversations],
-        tokens="row",
-    )
+    """Conversations of the project among ``ids`` (others are ignored), in five queries: theirs
+    (``webapp.queries.conversations``), then the four of ``webapp.queries.histories``."""
+    conversations = find_conversations(project_id, ids)
+    histories = load_histories(conversations, tokens="row")
     return [_loaded(c, histories[c.id]) for c in conversations]
 
 
-def _loaded(conversation: Any, loaded: LoadedHistory) -> LoadedConversation:
+def _loaded(conversation: ConversationRecord, loaded: LoadedHistory) -> LoadedConversation:
     return LoadedConversation(
         id=conversation.id,
         external_id=conversation.external_id,
-        title=conversation.title or "",
-        freshness_seconds=None if conversation.freshness is None else int(conversation.freshness),
+        title=conversation.title,
+        freshness_seconds=conversation.freshness_seconds,
         history=loaded.history,
         counts=StoredCounts(
             arguments=loaded.argument_tokens,

@@ -1,16 +1,17 @@
 """Load stored conversations as the replay library's plain data objects.
 
-One loader for every reader of stored histories: the replay API and pages load one conversation,
-the analytics many at once. Either way it takes four queries (messages, tool calls, service
-calls, tool definitions, each ``conversation_id IN (...)``) and groups the rows in Python; the
-replay itself never touches the database.
+One loader for every reader of stored histories: the replay API and pages load one conversation
+(:func:`load_history`), the charts many at once (:func:`load_histories`). Either way it takes
+four queries (messages, tool calls, service calls, tool definitions, each
+``conversation_id IN (...)``) and groups the rows in Python; the replay itself never touches the
+database. The conversations come from ``webapp.queries.conversations``.
 
 What comes with the history depends on what the caller does with it (``tokens``):
 
 * ``None``: the history alone.
 * ``"text"`` (the replay): the token counts stored at ingestion keyed by the text they count, as
   the replay's token counter looks a text up there before it tokenizes anything (see
-  ``webapp.replay_tokens``).
+  :meth:`LoadedHistory.token_counter`).
 * ``"row"`` (the charts): the counts keyed by row id, and result texts only where they may be
   a sources list (the one thing the charts read in a result: source compaction). Every other
   result stays in the database and reads as ``""``; its stored count is what the charts need.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -30,27 +31,18 @@ from sqlalchemy import case, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..db import db
-from ..models import Channel, Conversation, Message, Project, ServiceCall, ToolDefinition
+from ..models import Message, ServiceCall, ToolDefinition
 from ..models import ToolInvocation as ToolRow
-from ..replay.gc_pause import gc_paused
 from ..replay.history import History
 from ..replay.history import Message as HistoryMessage
 from ..replay.history import ServiceCall as HistoryServiceCall
 from ..replay.history import ToolCall as HistoryToolCall
 from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import dumps
+from ..tokens import stored_counter
+from .records import ConversationRecord
 
 TokenKeys = Literal["text", "row"]
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationRef:
-    """What the loader needs to know about a conversation besides its rows."""
-
-    id: int
-    external_id: str
-    channel: str | None = None
-    system_prompt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,50 +74,38 @@ class LoadedHistory:
     # tokens="row": the cost stored with each service call, in message and round order.
     costs: tuple[ServiceCallCost, ...] = ()
 
-
-def load_history(conversation: Conversation) -> History:
-    ref = ConversationRef(
-        id=conversation.id,
-        external_id=conversation.external_id,
-        channel=conversation.channel.name if conversation.channel else None,
-        system_prompt=conversation.system_prompt,
-    )
-    return load_histories([ref])[ref.id].history
+    def token_counter(self) -> Callable[[str], int]:
+        """The replay's token counter (tokens="text"): the stored count of a text, else
+        tiktoken's for the model. ``stored_tokens`` is its memo, so the replays of one loaded
+        history (a comparison's two sides) share what was counted."""
+        return stored_counter(self.stored_tokens, self.model)
 
 
-def load_history_with_tokens(conversation: ConversationRef) -> LoadedHistory:
-    """One conversation for the replay: the fields it needs are passed in, so a caller that read
-    them in its own query loads nothing twice."""
+def load_history(conversation: ConversationRecord) -> LoadedHistory:
+    """One conversation as the replay reads it, with its stored counts by text."""
     return load_histories([conversation], tokens="text")[conversation.id]
 
 
 def load_histories(
-    refs: Sequence[ConversationRef], *, tokens: TokenKeys | None = None
+    conversations: Sequence[ConversationRecord], *, tokens: TokenKeys | None = None
 ) -> dict[int, LoadedHistory]:
-    """The histories of ``refs`` by conversation row id, in four queries whatever their number
-    and size."""
-    if not refs:
+    """The histories of ``conversations`` by row id, in four queries whatever their number and
+    size."""
+    if not conversations:
         return {}
-    with gc_paused():
-        return _load_rows(refs, tokens)
-
-
-def _load_rows(
-    refs: Sequence[ConversationRef], tokens: TokenKeys | None
-) -> dict[int, LoadedHistory]:
-    ids = [ref.id for ref in refs]
+    ids = [c.id for c in conversations]
     # Filled in as the rows arrive; each history is put together once its rows are all read.
-    loaded = {ref.id: LoadedHistory(_empty_history(ref)) for ref in refs}
+    loaded = {c.id: LoadedHistory(_empty_history(c)) for c in conversations}
     messages = _messages(ids, loaded, tokens)
     calls = _tool_calls(ids, loaded, tokens)
     usage = _service_calls(ids, loaded, with_costs=tokens == "row")
     definitions = _definitions(ids)
-    for ref in refs:
-        loaded[ref.id].history = History(
-            conversation_id=ref.external_id,
-            channel=ref.channel,
-            system_prompt=ref.system_prompt,
-            tool_definitions=tuple(definitions.get(ref.id, ())),
+    for c in conversations:
+        loaded[c.id].history = History(
+            conversation_id=c.external_id,
+            channel=c.channel,
+            system_prompt=c.system_prompt,
+            tool_definitions=tuple(definitions.get(c.id, ())),
             messages=tuple(
                 HistoryMessage(
                     row_id=m.id,
@@ -138,14 +118,14 @@ def _load_rows(
                     tool_calls=tuple(calls.get(m.id, ())),
                     service_calls=tuple(usage.get(m.id, ())),
                 )
-                for m in messages.get(ref.id, ())
+                for m in messages.get(c.id, ())
             ),
         )
     return loaded
 
 
-def _empty_history(ref: ConversationRef) -> History:
-    return History(ref.external_id, ref.channel, ref.system_prompt, (), ())
+def _empty_history(c: ConversationRecord) -> History:
+    return History(c.external_id, c.channel, c.system_prompt, (), ())
 
 
 def _messages(
@@ -342,12 +322,3 @@ def _definitions(ids: Iterable[int]) -> dict[int, list[HistoryToolDefinition]]:
         )
     return grouped
 
-
-def freshness_window(project: Project, channel: Channel | None) -> float | None:
-    """The configured freshness window: the channel's override, else the project's default.
-
-    None means "off" (results never go stale). A request may still override either.
-    """
-    if channel is not None and channel.freshness_seconds is not None:
-        return float(channel.freshness_seconds)
-    return None if project.freshness_seconds is None else float(project.freshness_seconds)

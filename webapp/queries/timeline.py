@@ -1,4 +1,4 @@
-"""Reads behind the conversation page: the conversation, pages of messages, the first calls of
+"""Reads behind the conversation page: pages of messages, the first calls of
 each assistant run (one window-function query for a whole page), further chunks of a run's
 calls, and the live view's "anything new?" check.
 
@@ -17,18 +17,9 @@ from typing import Any
 from sqlalchemy import and_, case, exists, func, literal, or_, select
 
 from ..db import db
-from ..models import (
-    Channel,
-    Conversation,
-    Message,
-    Project,
-    ServiceCall,
-    ToolDefinition,
-    ToolInvocation,
-)
+from ..models import Conversation, Message, ServiceCall, ToolInvocation
 from .records import (
     CallRecord,
-    ConversationRecord,
     MessageCallSummary,
     MessageRecord,
     ServiceCallRecord,
@@ -36,46 +27,6 @@ from .records import (
 from .sql import after_key, as_int
 
 T = ToolInvocation
-
-
-def get_conversation(project_id: int, conversation_id: int) -> ConversationRecord | None:
-    """The conversation with its channel name and freshness window resolved (one query)."""
-    row = db.session.execute(
-        select(
-            Conversation,
-            Channel.name.label("channel_name"),
-            Channel.freshness_seconds.label("channel_window"),
-            Project.freshness_seconds.label("project_window"),
-        )
-        .join(Project, Project.id == Conversation.project_id)
-        .outerjoin(Channel, Channel.id == Conversation.channel_id)
-        .where(Conversation.id == conversation_id, Conversation.project_id == project_id)
-    ).first()
-    if row is None:
-        return None
-    c = row.Conversation
-    window = row.channel_window if row.channel_window is not None else row.project_window
-    return ConversationRecord(
-        id=c.id,
-        external_id=c.external_id,
-        title=c.title or "",
-        channel=row.channel_name,
-        meta=c.meta or {},
-        system_prompt=c.system_prompt,
-        created_at=c.created_at,
-        updated_at=c.updated_at,
-        freshness_seconds=window,
-    )
-
-
-def tool_definition_names(conversation_id: int) -> list[str]:
-    return list(
-        db.session.scalars(
-            select(ToolDefinition.name)
-            .where(ToolDefinition.conversation_id == conversation_id)
-            .order_by(ToolDefinition.name)
-        )
-    )
 
 
 _MESSAGE_COLUMNS = (

@@ -1,5 +1,5 @@
-"""Replay options read from query parameters, and the export document. Pure: no Flask, no
-database, no clock (the caller passes "now").
+"""Replay options read from query parameters, the replay of a loaded conversation with them, and
+the export document. Pure: no Flask, no database, no clock (the caller passes "now").
 
 The API (``GET /api/v1/conversations/<cid>/replay``) and the dashboard's preview read the same
 parameters, declared once in :class:`ReplayQuery`:
@@ -24,22 +24,26 @@ prune              ``fifo`` | ``turns``                                         
 A parameter that cannot be used is an :class:`OptionError` naming it; the API answers 422 with
 the JSON error shape, the page an error page (or the JSON twin's error).
 
-The export document (``schema_version`` 1) is what the API returns and the page downloads; see
-:func:`export_document` and docs/replay.md.
+:func:`build_replay` replays a loaded history with the options (:class:`BuiltReplay`, whose
+checks run when first asked for). The export document (``schema_version`` 1) is what the API
+returns and the page downloads; see :func:`export_document` and docs/replay.md.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from . import ReplayOptions, ReplayResult
+from . import ReplayOptions, ReplayResult, replay, turn_starts, validate
 from .diagnostics import Problem
+from .history import History
+from .naive import naive_replay_problems
 from .options import Format, Persistence, PruneMode
 
 SCHEMA_VERSION = 1
@@ -269,14 +273,90 @@ def replay_options(
     )
 
 
+# --- The replay of a stored conversation -----------------------------------------------------
+
+
+class StoredConversation(Protocol):
+    """What the replay needs to know of a stored conversation besides its history (the
+    ``ConversationRecord`` the dashboard and the API read)."""
+
+    @property
+    def external_id(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def channel(self) -> str | None: ...
+    @property
+    def freshness_seconds(self) -> int | float | None:
+        """The configured window: the channel's, else the project's (None: off)."""
+
+
+def turn_times(history: History) -> list[datetime]:
+    """When each turn started (its user message), in order: ``as_of=turn:<n>`` picks one."""
+    return [t.created_at for t in turn_starts(history)]
+
+
+@dataclass
+class BuiltReplay:
+    """One replay of a loaded conversation, with the checks the export document carries."""
+
+    conversation: StoredConversation
+    history: History
+    query: ReplayQuery
+    options: ReplayOptions
+    result: ReplayResult
+    token_counter: str
+    _checks: dict[str, list[Problem]] = field(default_factory=dict, repr=False)
+
+    @property
+    def validation(self) -> list[Problem]:
+        """What a provider would reject in our payload: expected to be empty."""
+        if "validation" not in self._checks:
+            self._checks["validation"] = validate(self.result.payload, self.options.format)
+        return self._checks["validation"]
+
+    @property
+    def naive_problems(self) -> list[Problem]:
+        """What a provider would reject if the raw rows were replayed as they are."""
+        if "naive" not in self._checks:
+            self._checks["naive"] = naive_replay_problems(self.history, self.options)
+        return self._checks["naive"]
+
+    def document(self) -> dict[str, Any]:
+        return export_document(
+            self.conversation,
+            self.query,
+            self.options,
+            self.result,
+            validation=self.validation,
+            naive_problems=self.naive_problems,
+            token_counter=self.token_counter,
+        )
+
+
+def build_replay(
+    conversation: StoredConversation,
+    history: History,
+    query: ReplayQuery,
+    *,
+    now: datetime,
+    count_tokens: Callable[[str], int],
+    token_counter: str,
+) -> BuiltReplay:
+    """Replay ``history`` under ``query``, counting with ``count_tokens`` (named
+    ``token_counter`` in the document); raises ``OptionError`` for an unusable ``as_of``."""
+    options = replay_options(
+        query,
+        now=now,
+        turn_times=turn_times(history),
+        configured_freshness=conversation.freshness_seconds,
+        count_tokens=count_tokens,
+    )
+    result = replay(history, options)
+    return BuiltReplay(conversation, history, query, options, result, token_counter)
+
+
 # --- The export document ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationInfo:
-    external_id: str
-    title: str
-    channel: str | None
 
 
 def _seconds(value: float | None) -> int | float | None:
@@ -284,7 +364,7 @@ def _seconds(value: float | None) -> int | float | None:
 
 
 def export_document(
-    conversation: ConversationInfo,
+    conversation: StoredConversation,
     query: ReplayQuery,
     options: ReplayOptions,
     result: ReplayResult,
@@ -333,3 +413,9 @@ def download_filename(conversation_id: str, fmt: str) -> str:
     every file system (ids are agent-chosen)."""
     safe = _UNSAFE_FILENAME_CHARS.sub("_", conversation_id).strip("._")[:100] or "conversation"
     return f"replay-{safe}-{fmt}.json"
+
+
+def export_file(document: dict[str, Any], conversation_id: str, fmt: str) -> tuple[str, str]:
+    """The document as a file to download: indented for people, and its name."""
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    return text, download_filename(conversation_id, fmt)

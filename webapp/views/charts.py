@@ -1,4 +1,6 @@
-"""What each analytics page shows: queries from :mod:`.queries`, charts from the pure modules.
+"""The charts of the Costs page, the tools pages and the conversation page: reads from
+``webapp.queries.analytics``, numbers and figures from the pure ``webapp.analytics``, and the
+request handling the three areas share (filters, 422 answers, CSV downloads).
 
 Only the queries a requested chart needs are run, so a CSV download of one chart does not pay
 for the others. Everything here runs a fixed number of SQL statements (see the tests).
@@ -11,26 +13,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flask import render_template, request
+
 from ..analytics import conversation_charts, project_charts
 from ..analytics.attribution import ToolAttribution
 from ..analytics.context import ConversationContext, conversation_context
-from ..analytics.filters import ChartFilters, FilterError
+from ..analytics.filters import ChartFilters, FilterError, parse_filters
 from ..analytics.tables import Chart
 from ..analytics.tool_costs import InputPrices, merge_attributions, tool_attribution
 from ..analytics.windows import context_window
+from ..db import utcnow
+from ..errors import error_response
 from ..pricing import PriceOverride
 from ..queries import analytics as queries
+from ..replay.gc_pause import gc_paused
 from ..replay.options import PERSISTENCE_MODES, Persistence
 from ..tokens import count_tokens
-
-__all__ = [
-    "ATTRIBUTION_MAX_CONVERSATIONS",
-    "ConversationOptions",
-    "conversation_charts_for",
-    "parse_conversation_options",
-    "parse_overrides",
-    "project_charts_for",
-]
+from .common import error_page, wants_json
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +38,35 @@ log = logging.getLogger(__name__)
 ATTRIBUTION_MAX_CONVERSATIONS = 200
 MAX_BUDGET = 100_000_000
 MAX_FRESHNESS = 10 * 365 * 24 * 3600
+
+
+# --- what every chart view does with its request -------------------------------------------
+
+
+def filters_arg() -> ChartFilters:
+    """The period, channel and tool filters of the request (FilterError if unusable)."""
+    return parse_filters(request.args, utcnow().date())
+
+
+def bad_argument(exc: FilterError, fmt: str = "html"):
+    """422: a JSON error for the JSON twins and CSV downloads, an error page otherwise."""
+    if fmt in ("json", "csv") or wants_json():
+        return error_response(422, str(exc), [{"field": exc.field, "message": exc.message}])
+    return error_page(422, "That address does not work", str(exc))
+
+
+def html(template: str, status: int = 200, **context: Any):
+    return render_template(template, **context), status, {"Vary": "HX-Request, Accept"}
+
+
+def project_overrides(project_id: int) -> tuple[dict[str, Any], dict[str, PriceOverride]]:
+    """The stored price overrides (as entered) and the valid ones, parsed."""
+    project = queries.project_by_id(project_id)
+    raw = dict(project.price_overrides or {}) if project is not None else {}
+    return raw, parse_overrides(raw)
+
+
+# --- the charts --------------------------------------------------------------------------------
 
 
 def parse_overrides(raw: Mapping[str, Any] | None) -> dict[str, PriceOverride]:
@@ -76,6 +104,7 @@ def _context(
 # --- project ----------------------------------------------------------------------------------
 
 
+@gc_paused()
 def project_attribution(
     project_id: int, overrides: Mapping[str, PriceOverride], f: ChartFilters
 ) -> tuple[list[ToolAttribution], tuple[str, ...]]:
@@ -187,6 +216,7 @@ class ConversationCharts:
     charts: dict[str, Chart]
 
 
+@gc_paused()
 def conversation_charts_for(
     project_id: int,
     overrides: Mapping[str, PriceOverride],

@@ -15,7 +15,6 @@ the dashboard's quick forecast of them, computed per card without replaying the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -30,11 +29,6 @@ class Badge:
     kind: str  # CSS modifier and JSON value: error, no-response, stale, redacted, ...
     label: str
     title: str  # the tooltip: why the badge is there
-
-
-def effective_freshness(channel_seconds: int | None, project_seconds: int | None) -> int | None:
-    """The freshness window of a conversation: the channel's override, else the project's."""
-    return channel_seconds if channel_seconds is not None else project_seconds
 
 
 def is_stale(call: CallRecord, now: datetime, window_seconds: int | None) -> bool:
@@ -112,10 +106,3 @@ def call_badges(
         )
     return badges
 
-
-def count_kinds(badge_lists: Iterable[list[Badge]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for badges in badge_lists:
-        for badge in badges:
-            counts[badge.kind] = counts.get(badge.kind, 0) + 1
-    return counts

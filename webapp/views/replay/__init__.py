@@ -1,20 +1,15 @@
-"""The replay's web surfaces: the export API and the dashboard's preview and comparison.
+"""The ``replay`` blueprint: the preview of one conversation's replay and the comparison of two
+policies (``pages``), with the pure view models of those pages (``chat``, ``diagnostics_list``,
+``form``).
 
-* ``api``: ``GET /api/v1/conversations/<cid>/replay`` (Bearer key, in the OpenAPI document);
-* ``pages``: the ``replay`` dashboard blueprint (``replay.preview`` and friends);
-* ``service``: finding, loading and replaying a stored conversation, shared by both;
-* ``chat``, ``diagnostics_list``, ``form``: pure view models of the page.
-
-The replay itself is ``webapp.replay`` (pure); options and the export document are
-``webapp.replay_export``; comparisons are ``webapp.replay_diff``.
+The replay itself, its options, export document and comparison are ``webapp.replay``; the
+history it replays is loaded by ``webapp.queries.histories``.
 """
 
 from __future__ import annotations
 
-from flask_openapi3 import OpenAPI
+from ..security import dashboard_blueprint
 
+bp = dashboard_blueprint("replay", __name__)
 
-def register(app: OpenAPI) -> None:
-    from . import pages
-
-    app.register_blueprint(pages.bp)
+from . import pages  # noqa: E402,F401  (routes register on bp)

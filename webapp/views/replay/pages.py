@@ -1,44 +1,55 @@
 """The dashboard's replay pages: the preview of one conversation and the comparison of two
-policies, each with its JSON twin, the htmx fragment that updates them, and the downloads.
+policies, each with its JSON twin and its htmx fragment, and the downloads.
 
 URLs (``conversation_id`` is the dashboard's row id, as on the conversation page):
 
-* ``/conversations/<id>/replay`` (``replay.preview``) and ``.../replay.json``: the page and the
-  export document;
-* ``/conversations/<id>/replay/fragment``: the result part of the page, for the options form
-  (it tells htmx to push the page's own URL with the options, so reloading keeps them);
+* ``/conversations/<id>/replay`` (``replay.replay_get``) and ``.../replay.json``: the page and
+  the export document; for htmx (the options form) just the result part, and the page's own
+  URL with the options to push, so reloading keeps them. ``.../replay/fragment`` is the same
+  view, for links made before it answered htmx itself;
 * ``/conversations/<id>/replay/download``: the export document as a file;
 * ``/conversations/<id>/replay/payload.json``: the payload alone, for the copy button;
 * ``/conversations/<id>/replay/compare`` and ``.json``: two option sets side by side.
+
+Every view loads and replays the whole conversation: each pauses the cyclic garbage collector
+once, around all of it (see ``webapp.replay.gc_pause``).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from flask import Response, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
-from ...api.replay import download_response
 from ...db import utcnow
-from ...queries.histories import LoadedHistory
+from ...queries.conversations import find_conversation
+from ...queries.histories import LoadedHistory, load_history
+from ...queries.records import ConversationRecord
 from ...replay.diff import diff_replays, payload_call_rows
 from ...replay.export import (
     COMPARE_SIDES,
+    BuiltReplay,
     OptionError,
     ReplayQuery,
+    build_replay,
     comparison_params,
+    export_file,
     form_params,
     parse_comparison,
     parse_query,
     query_params,
 )
+from ...replay.gc_pause import gc_paused
+from ...tokens import STORED_COUNTER
 from ..common import (
     BadParameter,
+    attachment,
     bad_parameter_response,
     jsonable,
-    not_found,
+    or_404,
     twin_get,
     wants_fragment,
     wants_json,
@@ -52,13 +63,10 @@ from ..highlight import (
     render_text,
     render_value,
 )
-from ..security import dashboard_blueprint
-from . import service
+from . import bp
 from .chat import ENTRY_LIMIT, chat_entries, mark_entries, window
 from .diagnostics_list import ROW_LIMIT, diagnostics_list
 from .form import form_state, turn_choices
-
-bp = dashboard_blueprint("replay", __name__)
 
 # The raw JSON view is highlighted up to this many characters; the download has everything.
 RAW_JSON_CHARS = 100_000
@@ -99,15 +107,30 @@ def _focus_row() -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def _conversation(conversation_id: int) -> service.StoredConversation | None:
-    return service.find_conversation(current_project().id, row_id=conversation_id)
+def _conversation(conversation_id: int) -> ConversationRecord:
+    """The current project's conversation, or the view stops with a 404."""
+    found = find_conversation(current_project().id, row_id=conversation_id)
+    return or_404(found, "conversation")
+
+
+def _replay(
+    conversation: ConversationRecord, loaded: LoadedHistory, query: ReplayQuery, now: datetime
+) -> BuiltReplay:
+    return build_replay(
+        conversation,
+        loaded.history,
+        query,
+        now=now,
+        count_tokens=loaded.token_counter(),
+        token_counter=STORED_COUNTER,
+    )
 
 
 # --- What the templates get --------------------------------------------------------------------
 
 
 def result_context(
-    built: service.BuiltReplay, *, marks: tuple[str, ...] | None = None
+    built: BuiltReplay, *, marks: tuple[str, ...] | None = None
 ) -> dict[str, Any]:
     """The chat, diagnostics, checks and stats of one replay."""
     fmt = built.options.format
@@ -157,26 +180,26 @@ def raw_json(payload: dict[str, Any]) -> tuple[Markup, bool]:
     return highlight_json_text(shown), folded
 
 
-def _links(conversation: service.StoredConversation, query: ReplayQuery) -> dict[str, str]:
+def _links(conversation: ConversationRecord, query: ReplayQuery) -> dict[str, str]:
     params = query_params(query)
-    cid = conversation.row_id
+    cid = conversation.id
     view = {"view": "json"} if _view() == "json" else {}
     return {
-        "page_url": url_for("replay.preview", conversation_id=cid, **params, **view),
-        "json_url": url_for("replay.preview", conversation_id=cid, fmt="json", **params),
-        "download_url": url_for("replay.download", conversation_id=cid, **params),
-        "payload_url": url_for("replay.payload", conversation_id=cid, **params),
+        "page_url": url_for("replay.replay_get", conversation_id=cid, **params, **view),
+        "json_url": url_for("replay.replay_get", conversation_id=cid, fmt="json", **params),
+        "download_url": url_for("replay.replay_download_get", conversation_id=cid, **params),
+        "payload_url": url_for("replay.replay_payload_get", conversation_id=cid, **params),
         "compare_url": url_for(
-            "replay.compare", conversation_id=cid, **query_params(query, prefix="a.")
+            "replay.replay_compare_get", conversation_id=cid, **query_params(query, prefix="a.")
         ),
-        "show_all_url": url_for("replay.preview", conversation_id=cid, show="all", **params),
+        "show_all_url": url_for("replay.replay_get", conversation_id=cid, show="all", **params),
     }
 
 
 def preview_context(
-    conversation: service.StoredConversation,
+    conversation: ConversationRecord,
     loaded: LoadedHistory,
-    built: service.BuiltReplay | None,
+    built: BuiltReplay | None,
     error: OptionError | None,
 ) -> dict[str, Any]:
     """Everything the preview page and its fragment show."""
@@ -186,8 +209,7 @@ def preview_context(
         "turns": turn_choices(loaded.history),
         "error": error,
         "view": _view(),
-        "fragment_url": url_for("replay.fragment", conversation_id=conversation.row_id),
-        "page_action": url_for("replay.preview", conversation_id=conversation.row_id),
+        "page_action": url_for("replay.replay_get", conversation_id=conversation.id),
     }
     if built is not None:
         data.update(result_context(built))
@@ -197,14 +219,14 @@ def preview_context(
 
 
 def _build_preview(
-    conversation: service.StoredConversation,
-) -> tuple[LoadedHistory, service.BuiltReplay | None, OptionError | None]:
+    conversation: ConversationRecord,
+) -> tuple[LoadedHistory, BuiltReplay | None, OptionError | None]:
     """Load and replay with the request's options; an unusable option is returned, not
     raised, so the page can still show its form."""
-    loaded = service.load(conversation)
+    loaded = load_history(conversation)
     try:
         query = parse_query(form_params(request.args))
-        built = service.build(conversation, loaded, query, utcnow())
+        built = _replay(conversation, loaded, query, utcnow())
     except OptionError as exc:
         return loaded, None, exc
     return loaded, built, None
@@ -214,12 +236,11 @@ def _build_preview(
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/replay")
-@service.without_cyclic_gc
-def preview(conversation_id: int, fmt: str):
-    """The replay preview; the JSON twin is the export document (as the API's)."""
+@gc_paused()
+def replay_get(conversation_id: int, fmt: str):
+    """The replay preview; the JSON twin is the export document (as the API's); for htmx the
+    result part, pushing the page's URL with the options (the address stays on an error)."""
     conversation = _conversation(conversation_id)
-    if conversation is None:
-        return not_found("conversation")
     loaded, built, error = _build_preview(conversation)
     if wants_json(fmt):
         if error is not None:
@@ -227,49 +248,41 @@ def preview(conversation_id: int, fmt: str):
         assert built is not None
         return jsonify(built.document())
     data = preview_context(conversation, loaded, built, error)
-    status = 422 if error else 200
-    if wants_fragment():
-        return render_template("replay/_result.html", **data), status
-    return render_template("replay/preview.html", **data), status
-
-
-@bp.get("/conversations/<int:conversation_id>/replay/fragment")
-@service.without_cyclic_gc
-def fragment(conversation_id: int):
-    """The result part of the preview for the options form; pushes the page's URL."""
-    conversation = _conversation(conversation_id)
-    if conversation is None:
-        return not_found("conversation")
-    loaded, built, error = _build_preview(conversation)
-    data = preview_context(conversation, loaded, built, error)
+    if fmt != "fragment" and not wants_fragment():
+        return render_template("replay/preview.html", **data), 422 if error else 200
     html = render_template("replay/_result.html", **data)
     if error is not None:
-        # Keep the address as it was: the options in it still work.
         return html, 422, {"HX-Push-Url": "false"}
     return html, 200, {"HX-Push-Url": data["page_url"]}
 
 
+# The result part alone, whatever the request's headers (a format of its own, so that werkzeug
+# does not redirect it to the page's URL).
+bp.add_url_rule(
+    "/conversations/<int:conversation_id>/replay/fragment",
+    view_func=replay_get,
+    defaults={"fmt": "fragment"},
+)
+
+
 @bp.get("/conversations/<int:conversation_id>/replay/download")
-@service.without_cyclic_gc
-def download(conversation_id: int):
+@gc_paused()
+def replay_download_get(conversation_id: int):
     """The export document as a file, for the page's Download button."""
     conversation = _conversation(conversation_id)
-    if conversation is None:
-        return not_found("conversation")
     _loaded, built, error = _build_preview(conversation)
     if error is not None:
         return bad_parameter_response(BadParameter(error.field, error.message))
     assert built is not None
-    return download_response(built.document(), conversation.info.external_id, built.query.format)
+    document = built.document()
+    return attachment(*export_file(document, conversation.external_id, built.query.format))
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/payload.json")
-@service.without_cyclic_gc
-def payload(conversation_id: int):
+@gc_paused()
+def replay_payload_get(conversation_id: int):
     """Just the payload, indented: what the copy button puts on the clipboard."""
     conversation = _conversation(conversation_id)
-    if conversation is None:
-        return not_found("conversation")
     _loaded, built, error = _build_preview(conversation)
     if error is not None:
         return bad_parameter_response(BadParameter(error.field, error.message), "json")
@@ -278,19 +291,17 @@ def payload(conversation_id: int):
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/replay/compare")
-@service.without_cyclic_gc
-def compare(conversation_id: int, fmt: str):
+@gc_paused()
+def replay_compare_get(conversation_id: int, fmt: str):
     """Two option sets side by side (``a.<option>``, ``b.<option>``; shared ones apply to
     both), with what only one of them replays and why."""
     conversation = _conversation(conversation_id)
-    if conversation is None:
-        return not_found("conversation")
-    loaded = service.load(conversation)
+    loaded = load_history(conversation)
     now = utcnow()
     try:
         query_a, query_b = parse_comparison(request.args)
-        a = service.build(conversation, loaded, query_a, now)
-        b = service.build(conversation, loaded, query_b, now)
+        a = _replay(conversation, loaded, query_a, now)
+        b = _replay(conversation, loaded, query_b, now)
     except OptionError as exc:
         error = BadParameter(exc.field, exc.message)
         if wants_json(fmt):
@@ -316,8 +327,8 @@ def compare(conversation_id: int, fmt: str):
             "a": result_context(a, marks=diff.marks_a),
             "b": result_context(b, marks=diff.marks_b),
             "page_url": url_for(
-                "replay.compare",
-                conversation_id=conversation.row_id,
+                "replay.replay_compare_get",
+                conversation_id=conversation.id,
                 **query_params(query_a, prefix="a."),
                 **query_params(query_b, prefix="b."),
             ),
@@ -333,22 +344,22 @@ def compare(conversation_id: int, fmt: str):
 
 
 def _compare_form_context(
-    conversation: service.StoredConversation, loaded: LoadedHistory
+    conversation: ConversationRecord, loaded: LoadedHistory
 ) -> dict[str, Any]:
     sided = comparison_params(request.args)
     return {
         "conversation": conversation,
         "forms": {side: form_state(sided, prefix=side + ".") for side in COMPARE_SIDES},
         "turns": turn_choices(loaded.history),
-        "preview_url": url_for("replay.preview", conversation_id=conversation.row_id),
-        "compare_action": url_for("replay.compare", conversation_id=conversation.row_id),
-        "presets": _presets(conversation.row_id),
+        "preview_url": url_for("replay.replay_get", conversation_id=conversation.id),
+        "compare_action": url_for("replay.replay_compare_get", conversation_id=conversation.id),
+        "presets": _presets(conversation.id),
     }
 
 
 def _presets(conversation_id: int) -> list[tuple[str, str]]:
     def link(**params: str) -> str:
-        return url_for("replay.compare", conversation_id=conversation_id, **params)
+        return url_for("replay.replay_compare_get", conversation_id=conversation_id, **params)
 
     return [
         ("Per-run vs per-service-call", link(**{"b.persistence": "per-service-call"})),
