@@ -1,11 +1,15 @@
-"""SQL helpers of the write path: tables, dialect-specific INSERT, pre-serialized JSON values."""
+"""SQL building blocks of the reads and the writes: table handles for Core statements, what
+differs between SQLite and PostgreSQL (INSERT ... ON CONFLICT, JSON values given as text,
+durations, days), and the keyset condition every paged list uses."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import Float, and_, cast, func, literal, or_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 
 from .db import JSONType, db
@@ -41,3 +45,45 @@ def dialect_insert(table: Any, dialect: str | None = None) -> Any:
     """INSERT with the dialect's ON CONFLICT support (the session's dialect by default)."""
     dialect = dialect or db.session.get_bind().dialect.name
     return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+MS_PER_DAY = 86_400_000.0
+
+
+def dialect_name() -> str:
+    return db.engine.dialect.name
+
+
+def duration_ms(start: Any, end: Any) -> ColumnElement[float]:
+    """Milliseconds from ``start`` to ``end`` (NULL when either is NULL)."""
+    if dialect_name() == "sqlite":
+        # SQLite keeps timestamps as text; julianday() parses them (resolution ~50 µs).
+        return (func.julianday(end) - func.julianday(start)) * literal(MS_PER_DAY)
+    return cast(func.extract("epoch", end - start), Float) * literal(1000.0)
+
+
+def after_key(columns: tuple[Any, Any], values: tuple[Any, Any], *, descending: bool):
+    """Rows strictly after ``values`` in (columns) order: the keyset paging condition.
+
+    Written with OR/AND rather than row-value comparison so the bound values take the column
+    types (UTC timestamps included) on both databases.
+    """
+    first, second = columns
+    v1, v2 = values
+    if descending:
+        return or_(first < v1, and_(first == v1, second < v2))
+    return or_(first > v1, and_(first == v1, second > v2))
+
+
+def as_int(value: Any) -> int:
+    """SUM() of no rows is NULL, and PostgreSQL returns Decimal for SUM of integers."""
+    return int(value or 0)
+
+
+def day_of(column: Any) -> ColumnElement[str]:
+    """The UTC day of a timestamp column as 'YYYY-MM-DD' text, on both databases."""
+    if dialect_name() == "sqlite":
+        return func.date(column)  # stored as naive UTC text
+    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")

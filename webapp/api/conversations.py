@@ -1,4 +1,5 @@
-"""Native endpoints: conversations, messages, whole turns, per-round appends and imports."""
+"""Native endpoints: conversations, messages, whole turns, per-round appends and imports, and
+the reads of conversations (the list is the dashboard's, ``webapp.queries.conversation_list``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,15 @@ from flask import g, jsonify
 from flask_openapi3 import Tag
 
 from .. import ingest
+from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
 from ..ingest.importers import ImportedConversation, ImportFormatError, import_conversation
-from . import bp, drafts, reads
+from ..queries import messages as reads
+from ..queries.conversation_list import ListFilters, list_conversations, page_start, search_text
+from ..queries.conversations import find_conversation
+from ..queries.cursors import CursorError
+from ..queries.records import ConversationRecord
+from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
 from .schemas import (
     ConversationDetail,
@@ -59,6 +66,44 @@ def _store(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]) -> list
     return ingest.store_messages(ctx, conversation_id, cid, prepared)
 
 
+# --- Answers: stored rows as the API shows them ---------------------------------------------
+
+
+def _conversation(project_id: int, cid: str) -> ConversationRecord:
+    conversation = find_conversation(project_id, external_id=cid)
+    if conversation is None:
+        raise ApiError(404, f"conversation {cid!r} not found in this project")
+    return conversation
+
+
+def _conversation_out(project_id: int, cid: str) -> dict[str, Any]:
+    """The conversation without its messages (the answer to PUT). Two queries."""
+    conversation = _conversation(project_id, cid)
+    return serializers.conversation(conversation, reads.tool_definitions(conversation.id))
+
+
+def _conversation_detail(project_id: int, cid: str) -> dict[str, Any]:
+    """The conversation with every message, call and usage row. Five queries, whatever size."""
+    conversation = _conversation(project_id, cid)
+    out = serializers.conversation(conversation, reads.tool_definitions(conversation.id))
+    messages = reads.conversation_messages(conversation.id)
+    calls, usage = reads.calls_and_usage([m["id"] for m in messages])
+    out["messages"] = [
+        serializers.message(m, cid, calls[m["id"]], usage[m["id"]]) for m in messages
+    ]
+    return out
+
+
+def _messages_out(message_ids: list[int], cid: str) -> list[dict[str, Any]]:
+    """Messages with their calls and usage, in the order given. Three queries."""
+    rows = reads.messages_by_id(message_ids)
+    calls, usage = reads.calls_and_usage(list(rows))
+    return [serializers.message(rows[i], cid, calls[i], usage[i]) for i in message_ids]
+
+
+# --- Routes -----------------------------------------------------------------------------------
+
+
 @bp.put(
     "/conversations/<cid>",
     tags=[TAG],
@@ -92,7 +137,7 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
         if tools is not None:
             ingest.replace_tool_definitions(conversation_id, tools)
         ingest.update_conversation(conversation_id, changes, ctx.now)
-        return jsonify(reads.conversation_out(ctx.project_id, cid)), 201 if created else 200
+        return jsonify(_conversation_out(ctx.project_id, cid)), 201 if created else 200
 
     return store
 
@@ -105,15 +150,25 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
 )
 @endpoint()
 def conversations_get(query: ConversationListQuery):
-    """Keyset paging: pass `next_cursor` as `cursor` to get the next page."""
-    page = reads.list_conversations(
-        g.project.id,
-        channel=query.channel,
-        q=query.q,
-        limit=query.limit,
-        cursor=query.cursor,
+    """Keyset paging: pass `next_cursor` as `cursor` to get the next page. `q` searches ids,
+    titles, message texts and ids, and tool names (the dashboard's search)."""
+    try:
+        after = page_start(query.cursor, "recent")
+    except CursorError:
+        message = "not a cursor returned by this API"
+        raise ApiError(
+            422, f"query.cursor: {message}", [{"field": "query.cursor", "message": message}]
+        ) from None
+    filters = ListFilters(q=search_text(query.q), channel=query.channel or None)
+    page = list_conversations(g.project.id, filters, after=after, limit=query.limit)
+    return jsonify(
+        {
+            "object": "list",
+            "data": [serializers.conversation_summary(row) for row in page.rows],
+            "has_more": page.has_more,
+            "next_cursor": page.next_cursor,
+        }
     )
-    return jsonify(page)
 
 
 @bp.get(
@@ -124,7 +179,7 @@ def conversations_get(query: ConversationListQuery):
 )
 @endpoint()
 def conversation_get(path: ConversationPath):
-    return jsonify(reads.conversation_detail(g.project.id, path.cid))
+    return jsonify(_conversation_detail(g.project.id, path.cid))
 
 
 @bp.post(
@@ -147,7 +202,7 @@ def messages_post(path: ConversationPath, body: MessagesCreate):
 
     def store():
         rows = _store(ctx, cid, prepared)
-        data = reads.messages_out([r["id"] for r in rows], cid)
+        data = _messages_out([r["id"] for r in rows], cid)
         return jsonify({"object": "list", "data": data, "has_more": False}), 201
 
     return store
@@ -174,7 +229,7 @@ def turns_post(path: ConversationPath, body: TurnCreate):
 
     def store():
         rows = _store(ctx, cid, prepared)
-        out = reads.messages_out([r["id"] for r in rows], cid)
+        out = _messages_out([r["id"] for r in rows], cid)
         return jsonify(
             {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
         ), 201
@@ -210,7 +265,7 @@ def round_post(path: RoundPath, body: RoundCreate):
 
     def store():
         rows = _store(ctx, cid, prepared)
-        return jsonify(reads.messages_out([rows[0]["id"]], cid)[0]), 201
+        return jsonify(_messages_out([rows[0]["id"]], cid)[0]), 201
 
     return store
 
@@ -241,7 +296,7 @@ def conversation_import_post(path: ConversationPath, body: ImportCreate):
         if imported.system_prompt is not None:
             values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
             ingest.update_conversation(conversation_id, values, ctx.now)
-        return jsonify(reads.conversation_detail(ctx.project_id, cid)), 201
+        return jsonify(_conversation_detail(ctx.project_id, cid)), 201
 
     return store
 

@@ -10,7 +10,8 @@ from flask import current_app, g, jsonify, request
 from flask_openapi3 import Tag
 
 from ..ingest import Invalid, prepare_message_tools, store_message_tools
-from . import bp, drafts, reads, serializers
+from ..queries.messages import message_tools
+from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
 from .schemas import ErrorOut, MessageToolList, MessageToolsCreate, MessageToolsQuery
 
@@ -52,7 +53,9 @@ def message_tools_get(query: MessageToolsQuery):
     """`messageIds` is comma-separated (URL-encoded commas are fine, the parameter may also
     be repeated). Unknown ids, and ids of other projects, simply return nothing."""
     ids = _message_ids(request.args.getlist("messageIds"))
-    return jsonify(serializers.listing(reads.message_tools(g.project.id, ids)))
+    rows = message_tools(g.project.id, ids)
+    data = [serializers.message_tool(r, r["message_external_id"]) for r in rows]
+    return jsonify(serializers.listing(data))
 
 
 def _message_ids(values: list[str]) -> list[str]:

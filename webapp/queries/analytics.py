@@ -21,9 +21,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from ..analytics.context import StoredCounts
 from ..analytics.filters import ChartFilters
 from ..db import db
-from ..models import Channel, Conversation, Message, Project, ServiceCall
+from ..models import Channel, Conversation, Message, ServiceCall
 from ..models import ToolInvocation as T
 from ..replay.history import History
+from ..sql import as_int, day_of
 from .conversations import find_conversations
 from .histories import LoadedHistory, ServiceCallCost, load_histories
 from .records import ConversationRecord
@@ -36,29 +37,13 @@ __all__ = [
     "ResultSizes",
     "ServiceCallCost",
     "active_conversation_ids",
-    "channel_names",
     "daily_tool_activity",
     "daily_usage",
     "load_conversations",
-    "project_by_id",
-    "project_by_slug",
     "result_sizes",
-    "tool_names",
 ]
 
 PERCENTILES = (25, 50, 75, 90)
-
-
-def _int(value: Any) -> int:
-    """SUM() of no rows is NULL, and PostgreSQL returns Decimal for SUM of integers."""
-    return int(value or 0)
-
-
-def _day_of(column: Any) -> ColumnElement[str]:
-    """The UTC day of a timestamp column as 'YYYY-MM-DD' text, on both databases."""
-    if db.engine.dialect.name == "sqlite":
-        return func.date(column)  # stored as naive UTC text
-    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
 
 
 def _in_channel(project_id: int, channel: str | None) -> list[ColumnElement[bool]]:
@@ -69,37 +54,6 @@ def _in_channel(project_id: int, channel: str | None) -> list[ColumnElement[bool
             select(Channel.id).where(Channel.project_id == project_id, Channel.name == channel)
         )
     ]
-
-
-# --- the project ------------------------------------------------------------------------------
-
-
-def project_by_id(project_id: int) -> Project | None:
-    return db.session.get(Project, project_id)
-
-
-def project_by_slug(slug: str) -> Project | None:
-    return db.session.scalar(select(Project).where(Project.slug == slug))
-
-
-def channel_names(project_id: int) -> list[str]:
-    return list(
-        db.session.scalars(
-            select(Channel.name).where(Channel.project_id == project_id).order_by(Channel.name)
-        )
-    )
-
-
-def tool_names(project_id: int) -> list[str]:
-    """Every function name the project has called (uses the (project, function) index)."""
-    return list(
-        db.session.scalars(
-            select(T.function_name)
-            .where(T.project_id == project_id)
-            .group_by(T.function_name)
-            .order_by(T.function_name)
-        )
-    )
 
 
 # --- daily series -----------------------------------------------------------------------------
@@ -119,7 +73,7 @@ class DailyUsage:
 def daily_usage(project_id: int, f: ChartFilters) -> list[DailyUsage]:
     """Reported usage and stored cost of the project's service calls per UTC day (one query)."""
     at = func.coalesce(ServiceCall.created_at, Message.created_at)
-    day = _day_of(at).label("day")
+    day = day_of(at).label("day")
     stmt = (
         select(
             day,
@@ -144,12 +98,12 @@ def daily_usage(project_id: int, f: ChartFilters) -> list[DailyUsage]:
     return [
         DailyUsage(
             day=date.fromisoformat(row.day),
-            service_calls=_int(row.calls),
-            input_tokens=_int(row.input_tokens),
-            output_tokens=_int(row.output_tokens),
-            cached_tokens=_int(row.cached_tokens),
+            service_calls=as_int(row.calls),
+            input_tokens=as_int(row.input_tokens),
+            output_tokens=as_int(row.output_tokens),
+            cached_tokens=as_int(row.cached_tokens),
             cost_usd=Decimal(row.cost_usd or 0),
-            unpriced_calls=_int(row.unpriced),
+            unpriced_calls=as_int(row.unpriced),
         )
         for row in db.session.execute(stmt)
     ]
@@ -181,7 +135,7 @@ def _tool_calls_in(project_id: int, f: ChartFilters, stmt: Select[Any]) -> Selec
 
 def daily_tool_activity(project_id: int, f: ChartFilters) -> list[DailyToolActivity]:
     """Calls, errors and result tokens per UTC day and tool (one query)."""
-    day = _day_of(T.created_at).label("day")
+    day = day_of(T.created_at).label("day")
     stmt = select(
         day,
         T.function_name,
@@ -195,10 +149,10 @@ def daily_tool_activity(project_id: int, f: ChartFilters) -> list[DailyToolActiv
         DailyToolActivity(
             day=date.fromisoformat(row.day),
             function_name=row.function_name,
-            calls=_int(row.calls),
-            errors=_int(row.errors),
-            responses=_int(row.responses),
-            result_tokens=_int(row.result_tokens),
+            calls=as_int(row.calls),
+            errors=as_int(row.errors),
+            responses=as_int(row.responses),
+            result_tokens=as_int(row.result_tokens),
         )
         for row in db.session.execute(stmt.order_by(day, T.function_name))
     ]
@@ -244,12 +198,12 @@ def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
     )
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
-        n = _int(row.n)
+        n = as_int(row.n)
         entry = out.setdefault(
             row.function_name,
             {"results": n, "mean": float(row.mean), "by_rank": {}},
         )
-        entry["by_rank"][_int(row.rank)] = _int(row.tokens)
+        entry["by_rank"][as_int(row.rank)] = as_int(row.tokens)
     return [
         ResultSizes(
             function_name=name,
@@ -303,7 +257,7 @@ def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tup
         .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
         .limit(limit)
     ).all()
-    return [r.id for r in rows], (_int(rows[0].total) if rows else 0)
+    return [r.id for r in rows], (as_int(rows[0].total) if rows else 0)
 
 
 def load_conversations(project_id: int, ids: Sequence[int]) -> list[LoadedConversation]:

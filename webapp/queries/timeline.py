@@ -18,13 +18,13 @@ from sqlalchemy import and_, case, exists, func, literal, or_, select
 
 from ..db import db
 from ..models import Conversation, Message, ServiceCall, ToolInvocation
+from ..sql import after_key, as_int
 from .records import (
     CallRecord,
     MessageCallSummary,
     MessageRecord,
     ServiceCallRecord,
 )
-from .sql import after_key, as_int
 
 T = ToolInvocation
 

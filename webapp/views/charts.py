@@ -26,6 +26,7 @@ from ..db import utcnow
 from ..errors import error_response
 from ..pricing import PriceOverride
 from ..queries import analytics as queries
+from ..queries.projects import price_overrides
 from ..replay.gc_pause import gc_paused
 from ..replay.options import PERSISTENCE_MODES, Persistence
 from ..tokens import count_tokens
@@ -61,8 +62,7 @@ def html(template: str, status: int = 200, **context: Any):
 
 def project_overrides(project_id: int) -> tuple[dict[str, Any], dict[str, PriceOverride]]:
     """The stored price overrides (as entered) and the valid ones, parsed."""
-    project = queries.project_by_id(project_id)
-    raw = dict(project.price_overrides or {}) if project is not None else {}
+    raw = price_overrides(project_id)
     return raw, parse_overrides(raw)
 
 

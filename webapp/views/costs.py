@@ -27,7 +27,7 @@ from ..db import begin_write, db, utcnow
 from ..errors import error_response
 from ..models import Project
 from ..pricing import PriceOverride
-from ..queries import analytics as queries
+from ..queries.projects import channel_names, tool_names
 from . import charts
 from .common import attachment, twin_get, wants_fragment, wants_json
 from .context import current_project
@@ -45,8 +45,8 @@ def _costs_context(project_id: int, f: ChartFilters, **extra: Any) -> dict[str, 
         "filters": f,
         "presets": PRESETS,
         "charts": charts.project_charts_for(project_id, overrides, f),
-        "channels": queries.channel_names(project_id),
-        "tools": queries.tool_names(project_id),
+        "channels": channel_names(project_id),
+        "tools": tool_names(project_id),
         "overrides": raw,
         "override_errors": {},
         "override_form": {},

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import date
 
-from ...queries.conversation_list import SORTS, ListFilters
+from ...queries.conversation_list import MAX_QUERY_CHARS, SORTS, ListFilters, search_text
 from ..common import BadParameter
 
-MAX_QUERY_CHARS = 200
 TRUE_VALUES = {"1", "true", "on", "yes"}
 
 
@@ -27,7 +26,7 @@ def _day(args: Mapping[str, str], name: str) -> date | None:
 
 
 def parse_filters(args: Mapping[str, str]) -> ListFilters:
-    q = " ".join(args.get("q", "").split())
+    q = search_text(args.get("q"))
     if len(q) > MAX_QUERY_CHARS:
         raise BadParameter("q", f"at most {MAX_QUERY_CHARS} characters")
     sort = args.get("sort", "").strip() or "recent"
