@@ -18,9 +18,9 @@ from webapp.analytics import conversation_charts, project_charts
 from webapp.analytics.attribution import ToolAttribution
 from webapp.analytics.context import PARTS, conversation_context
 from webapp.analytics.filters import ChartFilters, FilterError, parse_filters
+from webapp.analytics.records import DailyToolActivity, DailyUsage, ResultSizes, ServiceCallCost
 from webapp.analytics.tables import Chart, Column, Table
 from webapp.analytics.windows import ContextWindow, context_window
-from webapp.queries.analytics import DailyToolActivity, DailyUsage, ResultSizes, ServiceCallCost
 from webapp.tokens import count_tokens
 
 D1, D2, D3 = date(2025, 3, 10), date(2025, 3, 11), date(2025, 3, 12)

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import accumulate
 
-from ..queries.analytics import ServiceCallCost
 from ..replay.history import History
 from . import figures
 from .context import PARTS, ConversationContext
+from .records import ServiceCallCost
 from .tables import Chart, Column, Table
 from .windows import ContextWindow
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from datetime import date
 from decimal import Decimal
 
-from ..queries.analytics import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
 from . import figures
 from .attribution import ToolAttribution
+from .records import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
 from .tables import Chart, Column, Table, rows_of
 
 __all__ = [

@@ -3,14 +3,14 @@
 Daily series are GROUP BY aggregates; the result-size distribution is one window-function query;
 conversations for re-send attribution are loaded for any number of conversations in five queries
 (the conversations, then ``webapp.queries.histories``' four).
-Rows come back as small frozen records, so the pure code never touches the session.
+Rows come back as the frozen records of ``webapp.analytics.records``, so the pure code never
+touches the session.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -20,30 +20,28 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..analytics.context import StoredCounts
 from ..analytics.filters import ChartFilters
+from ..analytics.records import (
+    PERCENTILES,
+    DailyToolActivity,
+    DailyUsage,
+    LoadedConversation,
+    ResultSizes,
+)
 from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall
 from ..models import ToolInvocation as T
-from ..replay.history import History
 from ..sql import as_int, day_of
 from .conversations import find_conversations
-from .histories import LoadedHistory, ServiceCallCost, load_histories
+from .histories import LoadedHistory, load_histories
 from .records import ConversationRecord
 
 __all__ = [
-    "PERCENTILES",
-    "DailyToolActivity",
-    "DailyUsage",
-    "LoadedConversation",
-    "ResultSizes",
-    "ServiceCallCost",
     "active_conversation_ids",
     "daily_tool_activity",
     "daily_usage",
     "load_conversations",
     "result_sizes",
 ]
-
-PERCENTILES = (25, 50, 75, 90)
 
 
 def _in_channel(project_id: int, channel: str | None) -> list[ColumnElement[bool]]:
@@ -57,17 +55,6 @@ def _in_channel(project_id: int, channel: str | None) -> list[ColumnElement[bool
 
 
 # --- daily series -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DailyUsage:
-    day: date
-    service_calls: int
-    input_tokens: int
-    output_tokens: int
-    cached_tokens: int
-    cost_usd: Decimal
-    unpriced_calls: int  # service calls without a stored cost (unknown model or usage)
 
 
 def daily_usage(project_id: int, f: ChartFilters) -> list[DailyUsage]:
@@ -107,16 +94,6 @@ def daily_usage(project_id: int, f: ChartFilters) -> list[DailyUsage]:
         )
         for row in db.session.execute(stmt)
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class DailyToolActivity:
-    day: date
-    function_name: str
-    calls: int
-    errors: int
-    responses: int
-    result_tokens: int
 
 
 def _tool_calls_in(project_id: int, f: ChartFilters, stmt: Select[Any]) -> Select[Any]:
@@ -159,18 +136,6 @@ def daily_tool_activity(project_id: int, f: ChartFilters) -> list[DailyToolActiv
 
 
 # --- result sizes -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ResultSizes:
-    """Distribution of one tool's result sizes in tokens (nearest-rank percentiles)."""
-
-    function_name: str
-    results: int
-    mean: float
-    minimum: int
-    maximum: int
-    percentiles: dict[int, int] = field(default_factory=dict)
 
 
 def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
@@ -218,19 +183,6 @@ def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
 
 
 # --- conversations for attribution and the context chart ------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedConversation:
-    """A conversation as the analytics need it: replay input, stored counts, stored costs."""
-
-    id: int
-    external_id: str
-    title: str
-    freshness_seconds: int | None  # channel override, else the project's window
-    history: History
-    counts: StoredCounts
-    costs: tuple[ServiceCallCost, ...]
 
 
 def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tuple[list[int], int]:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from sqlalchemy import case, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from ..analytics.records import ServiceCallCost
 from ..db import db
 from ..models import Message, ServiceCall, ToolDefinition
 from ..models import ToolInvocation as ToolRow
@@ -43,18 +44,6 @@ from ..tokens import stored_counter
 from .records import ConversationRecord
 
 TokenKeys = Literal["text", "row"]
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceCallCost:
-    """The cost stored with one service call at ingestion, and the price that produced it."""
-
-    message_row_id: int
-    round_index: int
-    provider: str | None
-    cost_usd: Decimal | None
-    price_source: str | None
-    price_version: str | None
 
 
 @dataclass(slots=True)

@@ -170,10 +170,11 @@ def parse_query(params: Mapping[str, str], *, prefix: str = "") -> ReplayQuery:
 
 
 def form_params(params: Mapping[str, str], *, prefix: str = "") -> dict[str, str]:
-    """The preview form's fields as replay parameters. Its "as of" and "freshness" selects
-    offer ``custom`` next to a field of their own (``as_of_custom``, ``freshness_custom``), whose
-    value then becomes the parameter; a ``custom`` left empty means the default."""
-    out = dict(params)
+    """A form's fields as replay parameters (the preview's, the conversation charts'). A field
+    left empty means the default. The preview's "as of" and "freshness" selects offer ``custom``
+    next to a field of their own (``as_of_custom``, ``freshness_custom``), whose value then
+    becomes the parameter."""
+    out = {name: value for name, value in params.items() if value.strip()}
     for name in ("as_of", "freshness"):
         custom = out.pop(f"{prefix}{name}_custom", "").strip()
         if out.get(prefix + name) == "custom":
@@ -359,7 +360,8 @@ def build_replay(
 # --- The export document ----------------------------------------------------------------------
 
 
-def _seconds(value: float | None) -> int | float | None:
+def whole_seconds(value: float | None) -> int | float | None:
+    """Seconds as JSON shows them: 300, not 300.0."""
     return int(value) if value is not None and float(value).is_integer() else value
 
 
@@ -387,7 +389,7 @@ def export_document(
         "options": {
             "as_of": query.as_of,
             "freshness": query.freshness,
-            "freshness_seconds": _seconds(options.freshness_seconds),
+            "freshness_seconds": whole_seconds(options.freshness_seconds),
             "persistence": options.persistence,
             "trim_trailing": options.trim_trailing,
             "compact_sources": options.compact_sources,
@@ -398,7 +400,7 @@ def export_document(
         },
         "payload": result.payload,
         "diagnostics": [d.to_dict() for d in result.diagnostics],
-        "stats": {**result.stats, "freshness_seconds": _seconds(options.freshness_seconds)},
+        "stats": {**result.stats, "freshness_seconds": whole_seconds(options.freshness_seconds)},
         "next_source_number": result.next_source_number,
         "validation": [p.to_dict() for p in validation],
         "naive_replay_problems": [p.to_dict() for p in naive_problems],

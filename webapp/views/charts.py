@@ -19,6 +19,7 @@ from ..analytics import conversation_charts, project_charts
 from ..analytics.attribution import ToolAttribution
 from ..analytics.context import ConversationContext, conversation_context
 from ..analytics.filters import ChartFilters, FilterError, parse_filters
+from ..analytics.records import LoadedConversation
 from ..analytics.tables import Chart
 from ..analytics.tool_costs import InputPrices, merge_attributions, tool_attribution
 from ..analytics.windows import context_window
@@ -27,8 +28,16 @@ from ..errors import error_response
 from ..pricing import PriceOverride
 from ..queries import analytics as queries
 from ..queries.projects import price_overrides
+from ..replay.export import (
+    OptionError,
+    ReplayQuery,
+    form_params,
+    parse_query,
+    resolve_freshness,
+    whole_seconds,
+)
 from ..replay.gc_pause import gc_paused
-from ..replay.options import PERSISTENCE_MODES, Persistence
+from ..replay.options import Persistence
 from ..tokens import count_tokens
 from .common import error_page, wants_json
 
@@ -37,8 +46,6 @@ log = logging.getLogger(__name__)
 # Project-wide attribution replays conversations in Python; the most recently active ones
 # within the filters are used, and the chart says so when there are more.
 ATTRIBUTION_MAX_CONVERSATIONS = 200
-MAX_BUDGET = 100_000_000
-MAX_FRESHNESS = 10 * 365 * 24 * 3600
 
 
 # --- what every chart view does with its request -------------------------------------------
@@ -49,7 +56,7 @@ def filters_arg() -> ChartFilters:
     return parse_filters(request.args, utcnow().date())
 
 
-def bad_argument(exc: FilterError, fmt: str = "html"):
+def bad_argument(exc: FilterError | OptionError, fmt: str = "html"):
     """422: a JSON error for the JSON twins and CSV downloads, an error page otherwise."""
     if fmt in ("json", "csv") or wants_json():
         return error_response(422, str(exc), [{"field": exc.field, "message": exc.message}])
@@ -80,7 +87,7 @@ def parse_overrides(raw: Mapping[str, Any] | None) -> dict[str, PriceOverride]:
     return parsed
 
 
-def _prices(overrides: Mapping[str, PriceOverride], loaded: Iterable[queries.LoadedConversation]):
+def _prices(overrides: Mapping[str, PriceOverride], loaded: Iterable[LoadedConversation]):
     providers = {
         (c.message_row_id, c.round_index): c.provider for conv in loaded for c in conv.costs
     }
@@ -88,7 +95,7 @@ def _prices(overrides: Mapping[str, PriceOverride], loaded: Iterable[queries.Loa
 
 
 def _context(
-    conv: queries.LoadedConversation,
+    conv: LoadedConversation,
     freshness_seconds: float | None,
     persistence: Persistence,
 ) -> ConversationContext:
@@ -161,58 +168,17 @@ def project_charts_for(
 # --- conversation -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationOptions:
-    """Replay settings the conversation charts follow (the replay preview's options)."""
-
-    persistence: Persistence = "per-run"
-    freshness_seconds: int | None = None
-    freshness_given: bool = False  # False: the channel's, else the project's window
-    budget: int | None = None
-
-    def query_args(self) -> dict[str, str]:
-        args: dict[str, str] = {}
-        if self.persistence != "per-run":
-            args["persistence"] = self.persistence
-        if self.freshness_given:
-            args["freshness"] = (
-                "off" if self.freshness_seconds is None else str(self.freshness_seconds)
-            )
-        if self.budget is not None:
-            args["budget"] = str(self.budget)
-        return args
-
-
-def _bounded_int(args: Mapping[str, str], name: str, maximum: int) -> int | None:
-    raw = (args.get(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise FilterError(name, "must be a whole number") from None
-    if not 0 <= value <= maximum:
-        raise FilterError(name, f"must be between 0 and {maximum}")
-    return value
-
-
-def parse_conversation_options(args: Mapping[str, str]) -> ConversationOptions:
-    persistence = (args.get("persistence") or "per-run").strip()
-    if persistence not in PERSISTENCE_MODES:
-        raise FilterError("persistence", f"must be one of {', '.join(PERSISTENCE_MODES)}")
-    raw_freshness = (args.get("freshness") or "").strip().lower()
-    given = bool(raw_freshness)
-    freshness = (
-        None if raw_freshness in ("", "off") else _bounded_int(args, "freshness", MAX_FRESHNESS)
-    )
-    budget = _bounded_int(args, "budget", MAX_BUDGET)
-    return ConversationOptions(persistence, freshness, given, budget)  # type: ignore[arg-type]
+def conversation_options(args: Mapping[str, str]) -> ReplayQuery:
+    """The replay options the conversation charts follow, read as the replay preview reads them
+    (``persistence``, ``freshness`` and ``context_budget`` change the charts). Raises
+    ``OptionError`` naming the parameter."""
+    return parse_query(form_params(args))
 
 
 @dataclass(frozen=True, slots=True)
 class ConversationCharts:
-    conversation: queries.LoadedConversation
-    freshness_seconds: int | None
+    conversation: LoadedConversation
+    freshness_seconds: int | float | None
     charts: dict[str, Chart]
 
 
@@ -221,7 +187,7 @@ def conversation_charts_for(
     project_id: int,
     overrides: Mapping[str, PriceOverride],
     conversation_id: int,
-    options: ConversationOptions,
+    options: ReplayQuery,
     names: Iterable[str] = conversation_charts.CONVERSATION_CHARTS,
 ) -> ConversationCharts | None:
     """The conversation's charts, or None when it is not in the project."""
@@ -229,7 +195,7 @@ def conversation_charts_for(
     if not loaded:
         return None
     conv = loaded[0]
-    freshness = conv.freshness_seconds if not options.freshness_given else options.freshness_seconds
+    freshness = whole_seconds(resolve_freshness(options.freshness, conv.freshness_seconds))
     ctx = _context(conv, freshness, options.persistence)
     wanted = set(names)
     charts: dict[str, Chart] = {}
@@ -240,7 +206,7 @@ def conversation_charts_for(
             bar_models = {b.model for b in ctx.bars}
             provider = next((c.provider for c in conv.costs if c.provider), None)
             window = context_window(ctx.model, provider if len(bar_models) <= 1 else None)
-            charts[name] = conversation_charts.context_chart(ctx, window, options.budget)
+            charts[name] = conversation_charts.context_chart(ctx, window, options.context_budget)
         elif name == "result-tokens":
             charts[name] = conversation_charts.result_tokens_chart(ctx, conv.history)
         elif name == "turn-cost":

@@ -1,15 +1,16 @@
 """The conversation's token and cost charts: the panel of the conversation page (htmx), its JSON
-twin and one chart's table as CSV. The replay options follow the replay preview's."""
+twin and one chart's table as CSV. The replay options are the replay preview's, read by the same
+parser (``persistence``, ``freshness`` and ``context_budget`` change the charts)."""
 
 from __future__ import annotations
 
 from flask import request
 
 from ...analytics.conversation_charts import CONVERSATION_CHARTS
-from ...analytics.filters import FilterError
 from ...errors import error_response
+from ...replay.export import OptionError, query_params
 from .. import charts
-from ..common import attachment, jsonable, not_found, twin_get, wants_fragment, wants_json
+from ..common import attachment, not_found, twin_get, wants_fragment, wants_json
 from ..context import current_project
 from . import bp
 
@@ -17,8 +18,8 @@ from . import bp
 @twin_get(bp, "/conversations/<int:conversation_id>/charts")
 def conversation_charts_get(conversation_id: int, fmt: str):
     try:
-        options = charts.parse_conversation_options(request.args)
-    except FilterError as exc:
+        options = charts.conversation_options(request.args)
+    except OptionError as exc:
         return charts.bad_argument(exc, fmt)
     project = current_project()
     _raw, overrides = charts.project_overrides(project.id)
@@ -31,7 +32,7 @@ def conversation_charts_get(conversation_id: int, fmt: str):
                 "id": result.conversation.id,
                 "external_id": result.conversation.external_id,
             },
-            "options": jsonable(options.query_args()),
+            "options": query_params(options),
             "freshness_seconds": result.freshness_seconds,
             "charts": {name: chart.to_dict() for name, chart in result.charts.items()},
         }
@@ -40,7 +41,9 @@ def conversation_charts_get(conversation_id: int, fmt: str):
         if wants_fragment()
         else "charts/conversation_charts.html"
     )
-    return charts.html(template, result=result, options=options, charts=result.charts)
+    return charts.html(
+        template, result=result, options=options, replay_params=query_params, charts=result.charts
+    )
 
 
 @bp.get("/conversations/<int:conversation_id>/charts/<chart>.csv")
@@ -49,8 +52,8 @@ def conversation_chart_csv_get(conversation_id: int, chart: str):
         names = ", ".join(CONVERSATION_CHARTS)
         return error_response(404, f"no chart named {chart!r}; one of {names}")
     try:
-        options = charts.parse_conversation_options(request.args)
-    except FilterError as exc:
+        options = charts.conversation_options(request.args)
+    except OptionError as exc:
         return charts.bad_argument(exc, "csv")
     project = current_project()
     _raw, overrides = charts.project_overrides(project.id)
