@@ -45,7 +45,6 @@ import binascii
 import contextlib
 import gzip
 import hashlib
-import json
 import logging
 import math
 import threading
@@ -54,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import tiktoken
@@ -65,12 +64,9 @@ __all__ = [
     "STORED_COUNTER",
     "EncodingUnavailable",
     "TokenCount",
-    "compact_json",
-    "count_json_tokens",
     "count_tokens",
     "encoding_for_model",
     "estimate",
-    "estimate_json",
     "get_encoding",
     "heuristic_tokens",
     "preload",
@@ -384,21 +380,6 @@ def estimate(text: str, model: str | None = None) -> TokenCount:
 def count_tokens(text: str, model: str | None = None) -> int:
     """Number of tokens in ``text`` for ``model`` (o200k_base estimate when not an OpenAI model)."""
     return estimate(text, model).tokens
-
-
-def compact_json(obj: Any) -> str:
-    """``obj`` as compact JSON (no spaces, non-ASCII kept), the way models emit arguments."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def estimate_json(obj: Any, model: str | None = None) -> TokenCount:
-    """:func:`estimate` of ``obj`` serialized with :func:`compact_json`."""
-    return estimate(compact_json(obj), model)
-
-
-def count_json_tokens(obj: Any, model: str | None = None) -> int:
-    """Tokens of a JSON value (e.g. tool-call arguments) serialized as compact JSON."""
-    return estimate_json(obj, model).tokens
 
 
 # --- The replay's counter: stored counts first ------------------------------------------------

@@ -29,13 +29,6 @@ def _openai_id_ok(call_id: str) -> bool:
     return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
 
 
-def id_is_valid(call_id: str, fmt: str) -> bool:
-    """Whether the provider behind ``fmt`` accepts ``call_id`` as a tool-call id."""
-    if fmt == "anthropic":
-        return ANTHROPIC_ID_RE.fullmatch(call_id) is not None
-    return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
-
-
 class IdAllocator:
     """Hands out payload-unique ids in payload order."""
 

@@ -16,8 +16,6 @@ from . import bp
 from . import timeline_model as model
 from .badges import call_badges, citations
 
-FIELDS = ("arguments", "response")
-
 
 def _raw_text(detail: queries.CallDetail, field: str) -> str | None:
     if field == "arguments":
