@@ -2,7 +2,7 @@
 
 Pure module. :func:`webapp.analytics.context.conversation_context` says, per tool result, which
 service call asked for it and for how many later runs replay keeps it;
-:func:`webapp.attribution.attribute` turns that into input tokens and cost per tool. Each
+:func:`webapp.analytics.attribution.attribute` turns that into input tokens and cost per tool. Each
 service call is priced at the uncached list price of one input token of its model on its day
 (:class:`InputPrices`, project overrides first), because stored costs are totals and do not
 say what one more input token cost.
@@ -48,8 +48,8 @@ class InputPrices:
 
 
 def attribution_turns(ctx: ConversationContext, prices: InputPrices) -> list[list[ServiceCall]]:
-    """The conversation as :func:`webapp.attribution.attribute` takes it: runs of service calls,
-    each with its price and the results it asked for."""
+    """The conversation as :func:`.attribution.attribute` takes it: runs of service calls, each
+    with its price and the results it asked for."""
     bars_by_run: list[list[ContextBar]] = [[] for _ in range(ctx.runs)]
     for bar in ctx.bars:
         bars_by_run[bar.run].append(bar)

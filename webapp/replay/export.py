@@ -277,7 +277,7 @@ def replay_options(
 # --- The replay of a stored conversation -----------------------------------------------------
 
 
-class StoredConversation(Protocol):
+class ReplayedConversation(Protocol):
     """What the replay needs to know of a stored conversation besides its history (the
     ``ConversationRecord`` the dashboard and the API read)."""
 
@@ -301,7 +301,7 @@ def turn_times(history: History) -> list[datetime]:
 class BuiltReplay:
     """One replay of a loaded conversation, with the checks the export document carries."""
 
-    conversation: StoredConversation
+    conversation: ReplayedConversation
     history: History
     query: ReplayQuery
     options: ReplayOptions
@@ -336,7 +336,7 @@ class BuiltReplay:
 
 
 def build_replay(
-    conversation: StoredConversation,
+    conversation: ReplayedConversation,
     history: History,
     query: ReplayQuery,
     *,
@@ -366,7 +366,7 @@ def whole_seconds(value: float | None) -> int | float | None:
 
 
 def export_document(
-    conversation: StoredConversation,
+    conversation: ReplayedConversation,
     query: ReplayQuery,
     options: ReplayOptions,
     result: ReplayResult,
