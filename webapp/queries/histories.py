@@ -42,6 +42,7 @@ from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import dumps
 from ..tokens import stored_counter
 from .records import ConversationRecord
+from .timeline import MESSAGE_COLUMNS
 
 TokenKeys = Literal["text", "row"]
 
@@ -122,17 +123,7 @@ def _messages(
 ) -> dict[int, list[Any]]:
     """Message rows by conversation, in time order; stored counts and the latest model noted."""
     rows = db.session.execute(
-        select(
-            Message.id,
-            Message.conversation_id,
-            Message.external_id,
-            Message.role,
-            Message.content,
-            Message.created_at,
-            Message.status,
-            Message.model,
-            Message.content_tokens,
-        )
+        select(Message.conversation_id, *MESSAGE_COLUMNS)
         .where(Message.conversation_id.in_(ids))
         .order_by(Message.created_at, Message.id)
     )

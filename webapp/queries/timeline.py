@@ -29,7 +29,8 @@ from .records import (
 T = ToolInvocation
 
 
-_MESSAGE_COLUMNS = (
+# A message as the readers use it (the timeline, the replay's histories).
+MESSAGE_COLUMNS = (
     Message.id,
     Message.external_id,
     Message.role,
@@ -58,7 +59,7 @@ def message_page(
     conversation_id: int, after: tuple[datetime, int] | None, limit: int
 ) -> tuple[list[MessageRecord], bool]:
     """Up to ``limit`` messages after the keyset ``after``, and whether more follow."""
-    stmt = select(*_MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
+    stmt = select(*MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
     if after is not None:
         stmt = stmt.where(after_key((Message.created_at, Message.id), after, descending=False))
     rows = db.session.execute(stmt.order_by(Message.created_at, Message.id).limit(limit + 1)).all()
@@ -86,7 +87,7 @@ def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> in
 
 def get_message(conversation_id: int, message_id: int) -> MessageRecord | None:
     row = db.session.execute(
-        select(*_MESSAGE_COLUMNS).where(
+        select(*MESSAGE_COLUMNS).where(
             Message.id == message_id, Message.conversation_id == conversation_id
         )
     ).first()
@@ -285,7 +286,7 @@ def messages_to_refresh(
     with_new_calls = select(T.message_id).where(T.id > after_call_id)
     created_at, row_id = upto
     rows = db.session.execute(
-        select(*_MESSAGE_COLUMNS)
+        select(*MESSAGE_COLUMNS)
         .where(
             Message.conversation_id == conversation_id,
             or_(
