@@ -13,7 +13,7 @@ from . import db as database
 from . import errors, paths, settings
 from .version import __version__
 
-__all__ = ["__version__", "create_app", "csrf"]
+__all__ = ["__version__", "create_app"]
 
 csrf = CSRFProtect()
 

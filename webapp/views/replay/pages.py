@@ -116,6 +116,7 @@ def _conversation(conversation_id: int) -> ConversationRecord:
 def _replay(
     conversation: ConversationRecord, loaded: LoadedHistory, query: ReplayQuery, now: datetime
 ) -> BuiltReplay:
+    """``loaded`` replayed with ``query``, as the API does it (stored token counts first)."""
     return build_replay(
         conversation,
         loaded.history,
