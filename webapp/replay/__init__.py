@@ -91,7 +91,10 @@ def replay(history: History, options: ReplayOptions | None = None) -> ReplayResu
     A long history allocates many objects: run a whole replay job under
     :func:`webapp.replay.gc_pause.gc_paused` (the pure core leaves process-wide switches to its
     caller)."""
-    options = options or ReplayOptions()
+    return _replay(history, options or ReplayOptions())
+
+
+def _replay(history: History, options: ReplayOptions) -> ReplayResult:
     fmt = options.format
     plan = build_plan(history, options)
     if fmt == "anthropic":
