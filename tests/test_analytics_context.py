@@ -14,9 +14,9 @@ from analytics_data import PARAMS, at, call, hand_history
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webapp.analytics.attribution import ToolAttribution
 from webapp.analytics.context import PARTS, StoredCounts, conversation_context
 from webapp.analytics.tool_costs import InputPrices, attribution_turns, tool_attribution
-from webapp.attribution import ToolAttribution
 from webapp.pricing import PriceOverride
 from webapp.replay import ReplayOptions, make_synthetic_history
 from webapp.replay.build import build_plan, sorted_messages

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from webapp.db import db
 from webapp.models import ToolInvocation
 from webapp.replay.names import tool_name_map
-from webapp.replay_views.chat import ENTRY_LIMIT
+from webapp.views.replay.chat import ENTRY_LIMIT
 
 
 def replay_url(conversation_id: int, **params) -> str:
@@ -49,10 +49,10 @@ def call_rows(app, conversation_id: int) -> dict[str, int]:
 # --- The page -------------------------------------------------------------------------------------
 
 
-def test_the_page_has_the_options_form_wired_to_the_fragment(dashboard, support):
+def test_the_page_has_the_options_form_wired_to_its_own_url(dashboard, support):
     doc = page(dashboard.get(replay_url(support)))
     form = doc.one("form#replay-options")
-    assert form.get("hx-get") == f"/conversations/{support}/replay/fragment"
+    assert form.get("hx-get") == f"/conversations/{support}/replay"
     assert form.get("hx-trigger") == "change"
     assert form.get("hx-target") == "#replay-result"
     assert form.get("hx-push-url") == "true"

@@ -8,11 +8,13 @@ from decimal import Decimal
 
 import pytest
 
+from webapp.queries import cursors
 from webapp.queries.records import CallRecord, MessageRecord
-from webapp.views import badges, cursors, formatting, gantt
-from webapp.views import timeline_model as model
+from webapp.views import formatting
 from webapp.views.common import BadParameter
-from webapp.views.list_filters import parse_filters
+from webapp.views.conversations import badges, gantt
+from webapp.views.conversations import timeline_model as model
+from webapp.views.conversations.list_filters import parse_filters
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -114,12 +116,6 @@ def test_stale_uses_the_response_time_or_else_the_call_time():
     assert kinds(call(answered=old), ctx=model.BadgeContext(NOW, None, None)) == []
     assert kinds(call(response=False, created_at=old)) == ["no-response"]
 
-
-def test_channel_window_overrides_the_project_window():
-    assert badges.effective_freshness(60, 300) == 60
-    assert badges.effective_freshness(0, 300) == 0
-    assert badges.effective_freshness(None, 300) == 300
-    assert badges.effective_freshness(None, None) is None
 
 
 def test_truncation_forecast_uses_the_token_cap():

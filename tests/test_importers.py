@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.importers import ImportFormatError, import_conversation
+from webapp.ingest.importers import ImportFormatError, import_conversation
 
 
 def calls_of(message):

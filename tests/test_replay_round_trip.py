@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from webapp.importers import import_conversation
+from webapp.ingest.importers import import_conversation
 from webapp.replay import (
     FORMATS,
     History,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 from flask import current_app, jsonify
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict
 
-from .. import __version__
+from ..version import __version__
+from . import bp
 from .endpoint import endpoint
 from .schemas import ErrorOut
 
@@ -62,15 +63,14 @@ def meta_answer() -> dict:
     }
 
 
-def register_routes(bp: APIBlueprint) -> None:
-    @bp.get(
-        "/meta",
-        tags=[TAG],
-        summary="API version and request limits",
-        responses={200: MetaOut, 401: ErrorOut},
-    )
-    @endpoint()
-    def meta():
-        """The limits are the server's settings (`TOOLSCOPE_MAX_*`); clients split their
-        requests to fit them."""
-        return jsonify(meta_answer())
+@bp.get(
+    "/meta",
+    tags=[TAG],
+    summary="API version and request limits",
+    responses={200: MetaOut, 401: ErrorOut},
+)
+@endpoint()
+def meta_get():
+    """The limits are the server's settings (`TOOLSCOPE_MAX_*`); clients split their requests to
+    fit them."""
+    return jsonify(meta_answer())

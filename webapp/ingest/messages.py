@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 
 from ..db import db
+from ..sql import MESSAGE, dialect_insert
 from .calls import CallDraft
 from .errors import Conflict, Invalid, RaceLost
-from .sql import MESSAGE, dialect_insert
 from .usage import UsageDraft
 from .values import count_tokens
 

@@ -6,10 +6,11 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from ..db import db
 from ..models import Channel, Conversation, Message, Project, ToolInvocation
+from .conversations import FRESHNESS_WINDOW
 from .records import CallRecord
 from .timeline import call_columns, call_record
 
@@ -45,7 +46,7 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
             Conversation.id.label("conversation_id"),
             Conversation.external_id.label("conversation_external_id"),
             Conversation.title.label("conversation_title"),
-            func.coalesce(Channel.freshness_seconds, Project.freshness_seconds).label("window"),
+            FRESHNESS_WINDOW.label("window"),
         )
         .join(Message, Message.id == t.message_id)
         .join(Project, Project.id == t.project_id)
