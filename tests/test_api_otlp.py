@@ -380,14 +380,16 @@ def test_purge_removes_raw_rows_of_purged_conversations_and_old_unattached_ones(
 
     post(client, project_key, traces_protobuf(agent_run(70).spans))
     post(client, project_key, traces_protobuf([make_span(71, 1, "GET /", 1, 2, {})]))
+    from webapp.cli import main
+
     runner = app.test_cli_runner()
-    result = runner.invoke(args=["purge", "--older-than", "1"])
+    result = runner.invoke(main, args=["purge", "--older-than", "1"])
     assert "0 OTLP spans" in result.output
     with app.app_context():
         db.session.execute(db.text("UPDATE conversation SET updated_at = '2000-01-01'"))
         db.session.execute(db.text("UPDATE otel_span SET received_at = '2000-01-01'"))
         db.session.commit()
-    result = runner.invoke(args=["purge", "--older-than", "1"])
+    result = runner.invoke(main, args=["purge", "--older-than", "1"])
     assert "purged 1 conversations" in result.output, result.output
     assert raw_rows(app, "SELECT COUNT(*) FROM otel_span") == [(0,)]
     assert raw_rows(app, "SELECT COUNT(*) FROM otel_link") == [(0,)]
@@ -422,7 +424,9 @@ def test_a_run_filling_in_keeps_its_message_rows(app, client, project_key):
     after = raw_rows(app, "SELECT id, external_id, status FROM message ORDER BY id")
     assert [r[:2] for r in after] == [r[:2] for r in before]
     assert after[1][2] == "completed"
-    assert raw_rows(app, "SELECT COUNT(*) FROM tool_invocation WHERE response IS NOT NULL") == [(4,)]
+    assert raw_rows(app, "SELECT COUNT(*) FROM tool_invocation WHERE response IS NOT NULL") == [
+        (4,)
+    ]
 
 
 def test_the_openapi_document_lists_the_otlp_endpoints(client):

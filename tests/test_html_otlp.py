@@ -61,8 +61,13 @@ def test_a_conversation_with_content_shows_no_hint(app, dashboard, project_key):
 def test_the_trace_view_lists_the_spans_as_a_tree_escaped(app, dashboard, project_key):
     run = agent_run(4, rounds=2, conversation="c-trace")
     hostile = make_span(
-        4, 4999, "<script>alert(1)</script>", run.spans[0].start_ns, run.spans[0].end_ns,
-        {"note": "<img src=x onerror=alert(1)>"}, parent=4 * 1000 + 1,
+        4,
+        4999,
+        "<script>alert(1)</script>",
+        run.spans[0].start_ns,
+        run.spans[0].end_ns,
+        {"note": "<img src=x onerror=alert(1)>"},
+        parent=4 * 1000 + 1,
     )
     _ingest(dashboard, project_key, [*run.spans, hostile])
     conversation_id = _conversation_id(app, "c-trace")

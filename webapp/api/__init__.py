@@ -1,6 +1,10 @@
-"""The JSON API under /api/v1: ingestion (MessageTool-compatible and native) and settings.
+"""The JSON API under /api/v1: ingestion (MessageTool-compatible and native), reads, the replay
+export and settings, all on one blueprint.
 
-`register(app)` is called by the app factory. The OpenAPI document is served at
+Each module declares its routes on ``bp`` when it is imported (``conversations``, ``channels``,
+``message_tools``, ``replay``, ``otel``); the OTLP receivers (``otlp``) have a blueprint of
+their own, outside /api/v1; ``webapp.api.endpoint`` reads every view's input and checks its
+key. ``register(app)`` is called by the app factory. The OpenAPI document is served at
 /api/openapi.json and the offline Swagger UI at /api/swagger (flask-openapi3).
 """
 
@@ -8,36 +12,33 @@ from __future__ import annotations
 
 from flask_openapi3 import APIBlueprint, OpenAPI
 
-from .. import csrf
-from . import channels, conversations, message_tools, otel, otlp
 from .schemas import ErrorOut
 
-API_PREFIX = "/api/v1"
+bp = APIBlueprint(
+    "api",
+    __name__,
+    url_prefix="/api/v1",
+    abp_security=[{"bearer": []}],
+    abp_responses={401: ErrorOut},
+)
 
-
-def create_blueprint() -> APIBlueprint:
-    bp = APIBlueprint(
-        "api",
-        __name__,
-        url_prefix=API_PREFIX,
-        abp_security=[{"bearer": []}],
-        abp_responses={401: ErrorOut},
-    )
-    message_tools.register_routes(bp)
-    conversations.register_routes(bp)
-    channels.register_routes(bp)
-    otel.register_routes(bp)
-    return bp
+from . import (  # noqa: E402,F401  (routes on bp)
+    channels,
+    conversations,
+    message_tools,
+    meta,
+    otel,
+    otlp,
+    replay,
+)
 
 
 def register(app: OpenAPI) -> None:
-    bp = create_blueprint()
     # The API authenticates with Bearer keys, never cookies: CSRF tokens do not apply.
-    csrf.exempt(bp)
+    app.extensions["csrf"].exempt(bp)
     app.register_api(bp)
     # OTLP/HTTP receivers: /v1/traces, /v1/logs, /v1/metrics and their /api/otlp aliases.
-    otlp_bp = otlp.create_blueprint()
-    csrf.exempt(otlp_bp)
-    app.register_api(otlp_bp)
+    app.extensions["csrf"].exempt(otlp.bp)
+    app.register_api(otlp.bp)
     # Swagger UI would fetch a validity badge from validator.swagger.io: keep the docs offline.
     app.config.setdefault("SWAGGER_CONFIG", {"validatorUrl": None})

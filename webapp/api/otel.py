@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from flask import g, jsonify
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 from pydantic import BaseModel
 from sqlalchemy import case, exists, func, select
 
 from ..db import db
 from ..models import OtelLog, OtelSpan, OtelTurn, OtelTurnTrace
+from . import bp
 from .endpoint import endpoint
 from .schemas import ErrorOut
 
@@ -75,15 +76,14 @@ def stats(project_id: int) -> dict:
     }
 
 
-def register_routes(bp: APIBlueprint) -> None:
-    @bp.get(
-        "/otel/stats",
-        tags=[TAG],
-        summary="What OTLP ingestion received and understood",
-        responses={200: OtelStats, 401: ErrorOut},
-    )
-    @endpoint()
-    def otel_stats():
-        """Spans received, understood (LLM, tool and agent spans) and unattached (in traces
-        that made no turn), log records, and turns (with and without captured content)."""
-        return jsonify(stats(g.project.id))
+@bp.get(
+    "/otel/stats",
+    tags=[TAG],
+    summary="What OTLP ingestion received and understood",
+    responses={200: OtelStats, 401: ErrorOut},
+)
+@endpoint()
+def otel_stats():
+    """Spans received, understood (LLM, tool and agent spans) and unattached (in traces
+    that made no turn), log records, and turns (with and without captured content)."""
+    return jsonify(stats(g.project.id))

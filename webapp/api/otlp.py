@@ -250,14 +250,8 @@ def _route(bp: APIBlueprint, path: str, signal: str, alias: bool) -> None:
     )(view)
 
 
-def create_blueprint() -> APIBlueprint:
-    bp = APIBlueprint(
-        "otlp",
-        __name__,
-        abp_tags=[],
-        abp_security=[{"bearer": []}],
-    )
-    for signal in SIGNALS:
-        _route(bp, f"/v1/{signal}", signal, alias=False)
-        _route(bp, f"/api/otlp/v1/{signal}", signal, alias=True)
-    return bp
+# Outside /api/v1: OTLP exporters append /v1/traces to the endpoint they are given.
+bp = APIBlueprint("otlp", __name__, abp_security=[{"bearer": []}])
+for _signal in SIGNALS:
+    _route(bp, f"/v1/{_signal}", _signal, alias=False)
+    _route(bp, f"/api/otlp/v1/{_signal}", _signal, alias=True)

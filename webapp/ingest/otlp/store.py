@@ -39,9 +39,9 @@ from ...models import (
     ToolInvocation,
 )
 from ...redaction import NO_RULES
+from ...sql import dialect_insert, json_from_text
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..errors import Invalid, RaceLost
-from ..sql import dialect_insert, json_from_text
 from ..usage import UsageDraft
 from ..usage import _price as price_usage
 from ..values import clean_json, clean_text, compact_json, count_tokens

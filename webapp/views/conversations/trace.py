@@ -4,8 +4,8 @@ status, attributes), as a page and its JSON twin. Four queries whatever the size
 from __future__ import annotations
 
 from ...queries import otel as otel_queries
-from ...queries import timeline as queries
-from ..common import not_found, respond, twin_get
+from ...queries.conversations import find_conversation
+from ..common import or_404, respond, twin_get
 from ..context import current_project
 from . import bp
 from .trace_model import span_rows
@@ -15,9 +15,7 @@ from .trace_model import span_rows
 def conversation_trace_get(conversation_id: int, fmt: str):
     """The spans of the conversation's traces, earliest first, as a tree."""
     project = current_project()
-    conversation = queries.get_conversation(project.id, conversation_id)
-    if conversation is None:
-        return not_found("conversation")
+    conversation = or_404(find_conversation(project.id, row_id=conversation_id), "conversation")
     spans, total = otel_queries.conversation_spans(project.id, conversation.id)
     data = {
         "conversation": conversation,

@@ -1,0 +1,36 @@
+"""What the client raises when asked to (`raise_errors=True`), and its internal retry signal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolscopeError(Exception):
+    """Base class of the errors raised when ``raise_errors=True``."""
+
+
+class ToolscopeUnavailable(ToolscopeError):
+    """Toolscope could not be reached, or kept answering 5xx/429, after all retries."""
+
+
+class ToolscopeRequestError(ToolscopeError):
+    """Toolscope refused the request (4xx): the payload or the key is wrong; not retried."""
+
+    def __init__(self, status: int, body: Any, method: str, path: str):
+        self.status = status
+        self.body = body
+        self.method = method
+        self.path = path
+        self.error = body.get("error") if isinstance(body, dict) else None
+        self.details = body.get("details") if isinstance(body, dict) else None
+        message = body.get("message") if isinstance(body, dict) else str(body)[:500]
+        super().__init__(f"{method} {path} -> {status}: {message}")
+
+
+class Transient(Exception):
+    """A failure worth retrying: no connection, a timeout, 5xx or 429. Never leaves the client."""
+
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
