@@ -281,11 +281,17 @@ def _span_json(span: Span) -> dict[str, Any]:
     return out
 
 
-def traces_json(spans: list[Span]) -> bytes:
-    """An OTLP/JSON ExportTraceServiceRequest: one resource per service, one scope."""
-    by_service: dict[str, list[Span]] = {}
+def _grouped(spans: list[Span]) -> dict[str, dict[tuple[str, str], list[Span]]]:
+    """Spans by service, then by instrumentation scope, in their order."""
+    out: dict[str, dict[tuple[str, str], list[Span]]] = {}
     for span in spans:
-        by_service.setdefault(span.resource.service_name, []).append(span)
+        scopes = out.setdefault(span.resource.service_name, {})
+        scopes.setdefault((span.scope_name, span.scope_version), []).append(span)
+    return out
+
+
+def traces_json(spans: list[Span]) -> bytes:
+    """An OTLP/JSON ExportTraceServiceRequest: one resource per service, one scope each."""
     return json.dumps(
         {
             "resourceSpans": [
@@ -293,12 +299,13 @@ def traces_json(spans: list[Span]) -> bytes:
                     "resource": {"attributes": _attributes_json({"service.name": service})},
                     "scopeSpans": [
                         {
-                            "scope": {"name": "tests", "version": "1"},
+                            "scope": {"name": name, "version": version},
                             "spans": [_span_json(s) for s in group],
                         }
+                        for (name, version), group in scopes.items()
                     ],
                 }
-                for service, group in by_service.items()
+                for service, scopes in _grouped(spans).items()
             ]
         }
     ).encode()
@@ -365,29 +372,31 @@ def _attributes_pb(target: Any, attributes: dict[str, Any]) -> None:
 
 def traces_protobuf(spans: list[Span]) -> bytes:
     request = ExportTraceServiceRequest()
-    by_service: dict[str, list[Span]] = {}
-    for span in spans:
-        by_service.setdefault(span.resource.service_name, []).append(span)
-    for service, group in by_service.items():
+    for service, scopes in _grouped(spans).items():
         resource_spans = request.resource_spans.add()
         _attributes_pb(resource_spans.resource.attributes, {"service.name": service})
-        scope_spans = resource_spans.scope_spans.add()
-        scope_spans.scope.name, scope_spans.scope.version = "tests", "1"
-        for span in group:
-            out = scope_spans.spans.add()
-            out.trace_id = bytes.fromhex(span.trace_id)
-            out.span_id = bytes.fromhex(span.span_id)
-            if span.parent_span_id:
-                out.parent_span_id = bytes.fromhex(span.parent_span_id)
-            out.name, out.kind = span.name, span.kind
-            out.start_time_unix_nano, out.end_time_unix_nano = span.start_ns, span.end_ns
-            out.status.code, out.status.message = span.status_code, span.status_message
-            _attributes_pb(out.attributes, span.attributes)
-            for event in span.events:
-                e = out.events.add()
-                e.name, e.time_unix_nano = event["name"], event["time_ns"]
-                _attributes_pb(e.attributes, event["attributes"])
+        for (name, version), group in scopes.items():
+            scope_spans = resource_spans.scope_spans.add()
+            scope_spans.scope.name, scope_spans.scope.version = name, version
+            _add_spans(scope_spans, group)
     return request.SerializeToString()
+
+
+def _add_spans(scope_spans: Any, group: list[Span]) -> None:
+    for span in group:
+        out = scope_spans.spans.add()
+        out.trace_id = bytes.fromhex(span.trace_id)
+        out.span_id = bytes.fromhex(span.span_id)
+        if span.parent_span_id:
+            out.parent_span_id = bytes.fromhex(span.parent_span_id)
+        out.name, out.kind = span.name, span.kind
+        out.start_time_unix_nano, out.end_time_unix_nano = span.start_ns, span.end_ns
+        out.status.code, out.status.message = span.status_code, span.status_message
+        _attributes_pb(out.attributes, span.attributes)
+        for event in span.events:
+            e = out.events.add()
+            e.name, e.time_unix_nano = event["name"], event["time_ns"]
+            _attributes_pb(e.attributes, event["attributes"])
 
 
 def logs_protobuf(logs: list[LogRecord]) -> bytes:

@@ -44,7 +44,7 @@ def test_calls_without_content_are_labelled_and_the_page_names_the_switch(
         span.scope_name = "pydantic-ai"
     _ingest(dashboard, project_key, run.spans)
     doc = page(dashboard.get(f"/conversations/{_conversation_id(app, 'c-off')}"))
-    calls = doc.select(".call")
+    calls = doc.select(".call-card")
     assert calls and all("content not captured" in c.text for c in calls)
     assert not any("no response" in c.text.lower() for c in calls)
     hint = doc.one(".otlp-hint")
