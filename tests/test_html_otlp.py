@@ -50,6 +50,11 @@ def test_calls_without_content_are_labelled_and_the_page_names_the_switch(
     hint = doc.one(".otlp-hint")
     assert "does not capture message content" in hint.text
     assert "include_content=True" in hint.text
+    # Nothing is missing: the header does not count these calls as waiting for a response.
+    waiting = next(s for s in doc.select(".stat") if "without response" in s.text)
+    assert waiting.one(".stat-value").text.strip() == "0"
+    listing = page(dashboard.get("/conversations?missing_responses=1"))
+    assert listing.select("tr[data-row-id]") == []
 
 
 def test_a_conversation_with_content_shows_no_hint(app, dashboard, project_key):

@@ -32,6 +32,7 @@ from .records import STATUS_ERROR
 Record = dict[str, Any]
 
 DEFAULT_STITCH_WINDOW_SECONDS = 86_400
+# The same marker as webapp.sql.CONTENT_NOT_CAPTURED (this module is pure: no SQL import).
 CONTENT_NOT_CAPTURED = "otlp:content_not_captured"
 MAX_EXTERNAL_ID = 255
 

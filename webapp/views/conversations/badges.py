@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ...ingest.otlp.projection import CONTENT_NOT_CAPTURED
 from ...queries.records import CallRecord
 
 # The replay library decides what a sources list is and what counts as a citation.
 from ...replay.compaction import cited_numbers, parse_sources
+from ...sql import CONTENT_NOT_CAPTURED
 
 
 @dataclass(frozen=True, slots=True)
