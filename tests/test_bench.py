@@ -102,3 +102,17 @@ def test_percentiles_are_nearest_rank_and_runs_merge():
     assert merged.wall_seconds == 3.0 and merged.calls_per_second == 50.0
     assert merged.errors == 1 and merged.error_samples == ["HTTP 503"]
     assert merged.client_cpu_share == pytest.approx(0.05)
+
+
+def test_the_otlp_section_exports_spans_with_the_sdk_exporter_and_loses_none():
+    result = CliRunner().invoke(
+        command, ["--only", "otlp", "--seconds", "1", "--concurrency", "1", "--json"]
+    )
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    (figure,) = target["figures"]
+    values = figure["values"]
+    assert values["errors"] == 0 and values["spans"] > 0
+    assert values["spans_per_second"] > 0
+    assert values["stored_spans"] >= values["spans"]

@@ -389,3 +389,27 @@ def test_every_stored_call_has_a_unique_round_and_sequence(runs):
                 assert [c.sequence_index for c in r.calls] == sorted(
                     {c.sequence_index for c in r.calls}
                 )
+
+
+def test_the_otlp_core_imports_no_web_framework_nor_database():
+    """Readers, normalization, redaction and the projection are pure: testable on plain data."""
+    import ast
+    from pathlib import Path
+
+    import webapp.ingest.otlp as package
+
+    pure = ("records", "protobuf_reader", "json_reader", "messages", "normalize", "redact",
+            "links", "batch", "projection")  # fmt: skip
+    forbidden = {"flask", "sqlalchemy", "werkzeug", "psycopg", "jinja2"}
+    for name in pure:
+        tree = ast.parse((Path(package.__file__).parent / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots = {(node.module or "").split(".")[0]} if node.level == 0 else set()
+                if node.level >= 2:
+                    assert node.module in ("redaction",), (name, node.module)
+            else:
+                continue
+            assert not roots & forbidden, (name, roots)
