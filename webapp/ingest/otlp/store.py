@@ -176,6 +176,15 @@ def _insert(table_name: str, dialect: str) -> Any:
     )
 
 
+def _insert_new(stmt: Any, rows: list[dict[str, Any]]) -> list[Any]:
+    """Run an INSERT ... ON CONFLICT DO NOTHING RETURNING for `rows`: every row must be new, or a
+    concurrent writer got there first and the request runs again (`RaceLost`)."""
+    returned = db.session.execute(stmt, rows).all()
+    if len(returned) != len(rows):
+        raise RaceLost()
+    return returned
+
+
 def _new_rows(ctx: StoreContext, batch: Batch, result: StoreResult) -> _NewRows:
     """The batch's spans and log records that are not stored yet (one query each), with the
     links they bring; a span stored before with other content is a warning."""
@@ -226,9 +235,7 @@ def _insert_rows(ctx: StoreContext, new: _NewRows) -> None:
     dialect = db.session.get_bind().dialect.name
     for table_name, rows in (("otel_span", new.spans), ("otel_log", new.logs)):
         if rows:
-            returned = db.session.execute(_insert(table_name, dialect), rows).all()
-            if len(returned) != len(rows):
-                raise RaceLost()
+            _insert_new(_insert(table_name, dialect), rows)
     if new.links:
         rows = [
             {"project_id": ctx.project_id, "link": link, "trace_id": t}
@@ -471,10 +478,7 @@ def _ensure_conversations(ctx: StoreContext, plans: list[ConversationPlan]) -> d
             .on_conflict_do_nothing()
             .returning(CONVERSATION.c.id, CONVERSATION.c.external_id)
         )
-        returned = db.session.execute(stmt, rows).all()
-        if len(returned) != len(rows):
-            raise RaceLost()
-        found.update({r.external_id: r.id for r in returned})
+        found.update({r.external_id: r.id for r in _insert_new(stmt, rows)})
     return found
 
 
@@ -624,10 +628,7 @@ def _insert_turns(
             .on_conflict_do_nothing()
             .returning(MESSAGE.c.id, MESSAGE.c.external_id)
         )
-        returned = db.session.execute(stmt, inserts).all()
-        if len(returned) != len(inserts):
-            raise RaceLost()
-        ids.update({r.external_id: r.id for r in returned})
+        ids.update({r.external_id: r.id for r in _insert_new(stmt, inserts)})
     store_calls(
         ctx.project_id,
         [
@@ -652,10 +653,7 @@ def _insert_turns(
         for w in writes
     ]
     stmt = dialect_insert(TURN).on_conflict_do_nothing().returning(TURN.c.id, TURN.c.turn_key)
-    returned_turns = db.session.execute(stmt, turn_rows).all()
-    if len(returned_turns) != len(turn_rows):
-        raise RaceLost()
-    turn_ids = {r.turn_key: r.id for r in returned_turns}
+    turn_ids = {r.turn_key: r.id for r in _insert_new(stmt, turn_rows)}
     db.session.execute(
         TURN_TRACE.insert(),
         [
