@@ -381,3 +381,10 @@ def test_the_card_detector_finds_what_the_forward_pattern_found(text):
 def test_masking_twice_changes_nothing_more(text):
     once = mask_text(text, ALL)
     assert mask_text(once, ALL) == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.from_regex(r"[2-6][0-9]{12,18}", fullmatch=True), max_size=30))
+def test_many_numbers_in_one_text_are_each_checked(numbers):
+    text = ", ".join(numbers)
+    assert mask_text(text, (DETECTORS["card"],)) == _reference_card_mask(text)
