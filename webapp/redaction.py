@@ -4,9 +4,9 @@ Pure: no Flask, no database. A project's rules are compiled once (`compile_rules
 their content) and give, per tool name, a `ToolPolicy` that redacts one call's arguments and
 response. Three kinds of rule:
 
-- `mask`: built-in detectors replace secrets and PII in every string value of the arguments and
-  in the response text with `[REDACTED:<detector>]`. Detectors: `api_key`, `bearer`, `email`,
-  `card` (see `DETECTORS`).
+- `mask`: built-in detectors replace secrets and PII in every key and string of the arguments
+  and in the response text with `[REDACTED:<detector>]`, JSON decoded (see "Masking" below).
+  Detectors: `api_key`, `bearer`, `email`, `card` (see `DETECTORS`).
 - `redact_paths`: dotted JSON paths (`user.ssn`, `items.*.password`; `*` is any key or list
   index) whose values are replaced with `"[REDACTED]"`, in the arguments and in a response
   that is a JSON document.
@@ -41,7 +41,7 @@ def _mask(detector: str) -> str:
 
 # --- Detectors ---------------------------------------------------------------------------------
 #
-# Every detector takes time linear in its text: a result of 2 MiB is masked in milliseconds
+# Every detector takes time linear in its text, a few tens of milliseconds per MiB at most
 # (`toolscope bench --only redaction` measures each on adversarial inputs;
 # tests/test_redaction_linear.py checks the growth). What keeps a pattern linear:
 #
@@ -51,8 +51,8 @@ def _mask(detector: str) -> str:
 # - No quantified part can match the same text in two ways: a domain's labels are split by a
 #   literal dot, digit groups by at most one separator, so a failing match backtracks over each
 #   character once.
-# - Bounded quantifiers where a run may fail late (`{11,17}`), and callbacks whose work is
-#   bounded or linear in their match.
+# - Bounded quantifiers where a run may fail late (a card's digits, a domain's labels), and no
+#   Python call per match where matches can come by the hundred thousand (cards).
 #
 # For speed, a pattern begins with a literal or a character class where it can: Python's `re`
 # then skips to the candidate characters in C instead of trying the pattern at every position.
@@ -144,7 +144,7 @@ _RANDOM_SAMPLE = 256
 #
 # The pattern runs over the reversed text: a card ends where its number ends, so in reverse
 # every number is tried once, from its end, with bounded work (forwards, a long number of
-# digit groups is tried again from every group: 60 times slower). Read backwards it is
+# digit groups is tried again from every group: four times slower). Read backwards it is
 # `(?<![\d-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-]|[ -]\d)`.
 _CARD_REVERSED = re.compile(
     r"(\d(?<![\d-]\d)(?<!\d[ -]\d)"  # the last digit of a number (a boundary lookbehind)
@@ -152,23 +152,16 @@ _CARD_REVERSED = re.compile(
 )
 _CARD_MASK_REVERSED = _mask("card")[::-1]
 _NOT_SEPARATORS = str.maketrans("", "", " -")
-# A digit doubled, then its digits summed: the Luhn check's every second digit.
-_LUHN_DOUBLED = str.maketrans("0123456789", "0246813579")
-# The same as byte values (0-9), for checking many numbers at once (_luhn_passes).
+# A digit's value, and for every second digit of the Luhn check its double with the digits
+# summed (7 -> 14 -> 5), as characters \x00-\x09.
 _DIGIT_VALUE = str.maketrans("0123456789", "".join(map(chr, range(10))))
 _DOUBLED_VALUE = str.maketrans("0123456789", "".join(chr(int(d)) for d in "0246813579"))
 _MULTIPLE_OF_TEN = bytes(int(total % 10 == 0) for total in range(256))
 
 
-def _luhn_ok(digits: str) -> bool:
-    """The Luhn check of a string of ASCII digits, counted from its last digit."""
-    plain, doubled = digits[-1::-2], digits[-2::-2].translate(_LUHN_DOUBLED)
-    return (sum(plain.encode()) + sum(doubled.encode()) - 48 * len(digits)) % 10 == 0
-
-
 def _is_card(text: str) -> bool:
     digits = text.translate(_NOT_SEPARATORS)
-    return 13 <= len(digits) <= 19 and _luhn_ok(digits)
+    return 13 <= len(digits) <= 19 and list(_luhn_passes([digits[::-1]])) == [0]
 
 
 def _looks_random(value: str) -> bool:
@@ -445,20 +438,28 @@ def _mask_texts(texts: list[str], detectors: Sequence[Detector]) -> list[str]:
     return texts if masked_joined == joined else masked_joined.split(_JOIN)
 
 
-def _mask_result(text: str, detectors: Sequence[Detector], depth: int = 0) -> tuple[str, bool]:
-    """A result text (or a string value) masked: as a JSON document when it is one."""
+def _mask_result(text: str, detectors: Sequence[Detector]) -> tuple[str, bool]:
+    """A result text masked: as a JSON document when it is one, else as plain text."""
     if "\\" not in text and not any(d.quick(text) for d in detectors):
         return text, False  # no escapes: a JSON document's strings are parts of the text
-    document = _parse_json_document(text)
-    if document is not None:
-        try:
-            masked, changed = _DocumentMasker(detectors, depth).mask(document)
-        except _TooDeep:
-            pass
-        else:
-            return (_dump(masked), True) if changed else (text, False)
+    masked = _mask_document(text, detectors, 0)
+    if masked is not None:
+        return masked
     masked_text = mask_text(text, detectors)
     return masked_text, masked_text != text
+
+
+def _mask_document(text: str, detectors: Sequence[Detector], depth: int) -> tuple[str, bool] | None:
+    """`text` masked as a JSON document (at `depth` in an enclosing one), or None when it is
+    not one or is nested past MAX_JSON_DEPTH."""
+    document = _parse_json_document(text)
+    if document is None:
+        return None
+    try:
+        masked, changed = _DocumentMasker(detectors, depth).mask(document)
+    except _TooDeep:
+        return None
+    return (_dump(masked), True) if changed else (text, False)
 
 
 def _mask_arguments(arguments: Any, detectors: Sequence[Detector]) -> tuple[Any, bool]:
@@ -530,17 +531,12 @@ class _DocumentMasker:
             self.changed = True
             return _mask("api_key")
         first = value[:1]
-        if first in ("[", "{") or (first.isspace() and _DOCUMENT_START.match(value)):
-            document = _parse_json_document(value)
-            if document is not None:
-                try:
-                    masked, changed = _DocumentMasker(self.detectors, depth).mask(document)
-                except _TooDeep:
-                    pass  # masked as text, below
-                else:
-                    self.changed |= changed
-                    return _dump(masked) if changed else value
-        return self._slot(value)
+        if first in ("[", "{") or first.isspace():
+            masked = _mask_document(value, self.detectors, depth)
+            if masked is not None:
+                self.changed |= masked[1]
+                return masked[0]
+        return self._slot(value)  # plain text, masked with all the others
 
     def _number(self, value: float, key: Any) -> Any:
         if type(value) is int and -(10**10) < value < 10**11:
