@@ -224,6 +224,20 @@ def test_secret_names_after_a_prefix_are_found(text):
     assert mask_text(text, ALL).endswith("[REDACTED:api_key]")
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("PASSWORD=CorrectHorseBattery", "PASSWORD=[REDACTED:api_key]"),
+        ("Authorization: Zx9Qw8Er7Ty6Ui5", "Authorization: [REDACTED:api_key]"),
+        ("Token=abcdefghijklmnopq", "Token=abcdefghijklmnopq"),
+        ("token=token=token=token=token=", "token=token=token=token=token="),
+        ("mytoken=Zx9Qw8Er7Ty6Ui5", "mytoken=Zx9Qw8Er7Ty6Ui5"),
+    ],
+)
+def test_secret_names_in_any_case_and_what_follows_them(text, expected):
+    assert mask_text(text, (DETECTORS["api_key"],)) == expected
+
+
 def test_an_escaped_at_sign_inside_a_json_result_is_decoded_before_masking():
     text = '{"to": "jane.doe\\u0040example.com", "note": "gr\\u00fc\\u00dfe"}'
     out = response_of(EMAIL_RULE, text)

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -105,37 +103,66 @@ _KNOWN_KEYS = re.compile(
 )
 
 # A long random-looking value right after a secret-sounding name: `api_key=...`, `token: ...`,
-# `"password": "..."`. Only the value is masked. The name list is deliberately narrow and the
-# value must look random (see _looks_random) so ordinary ids (`session_id=42`) stay readable.
-# A name may follow anything but a letter or digit (`x_api_key`, `github_token` count). The
-# names are lower case: they are matched in a lower-cased copy of the text (see _lower).
+# `"password": "..."`. Only the value is masked. The name list is deliberately narrow, and after
+# most names the value must look random (see _looks_random) so ordinary ids (`session_id=42`)
+# stay readable; after names that always announce a secret (`password`) any value is masked.
+# A name may follow anything but a letter or digit (`x_api_key`, `github_token` count).
+_ALWAYS_SECRET_NAMES = (
+    "password",
+    "passwd",
+    "secret(?:[_-]?key)?",
+    "client[_-]?secret",
+    "private[_-]?key",
+)
 _SECRET_NAMES = (
+    *_ALWAYS_SECRET_NAMES,
     "api[_-]?key",
     "apikey",
     "access[_-]?key",
-    "secret(?:[_-]?key)?",
-    "client[_-]?secret",
     "access[_-]?token",
     "auth[_-]?token",
     "refresh[_-]?token",
     "id[_-]?token",
     "token",
-    "password",
-    "passwd",
     "pwd",
     "authorization",
-    "private[_-]?key",
 )
-_SECRET_NAME = _after_first(_SECRET_NAMES, "[a-z0-9]")
+
+
+def _in_any_case(names: Iterable[str], not_after: str = "") -> str:
+    """The lower-case `names` in any case (not right after `not_after`, when given).
+
+    Case-insensitive literals keep `re` from skipping ahead in C (see above), so the pattern
+    starts with one class of first letters instead:
+    `[pPtT](?<![A-Za-z0-9].)(?:(?<=[pP])(?i:assword|wd)|(?<=[tT])(?i:oken))`.
+    """
+    rests: dict[str, list[str]] = {}
+    for name in names:
+        rests.setdefault(name[0], []).append(name[1:])
+    boundary = f"(?<!{not_after}.)" if not_after else ""
+    branches = "|".join(
+        f"(?<=[{first}{first.upper()}])(?i:{'|'.join(rest)})" for first, rest in rests.items()
+    )
+    firsts = "".join(first + first.upper() for first in rests)
+    return f"[{firsts}]{boundary}(?:{branches})"
+
+
+_SECRET_NAME = _in_any_case(_SECRET_NAMES, not_after="[A-Za-z0-9]")
+_VALUE_CHAR = r"[A-Za-z0-9_\-./+=~]"
+# Groups: the name, what joins it to the value, and the value: random-looking (a digit and a
+# letter in it, see _looks_random) or not. Either way the whole run is taken, so a run that is
+# no secret is passed over once, not tried again from each name inside it (`token=token=...`).
 _ASSIGNED_SECRET = re.compile(
-    rf"({_SECRET_NAME})(\"?'?\s*[:=]\s*\"?'?)([A-Za-z0-9_\-./+=~]{{12,}})"
+    rf"({_SECRET_NAME})(\"?'?\s*[:=]\s*\"?'?)"
+    rf"(?:(?={_VALUE_CHAR}*?[0-9])(?={_VALUE_CHAR}*?[A-Za-z])({_VALUE_CHAR}{{12,}}+)"
+    rf"|({_VALUE_CHAR}{{12,}}+))"
 )
-# JSON keys whose string values are secrets whatever they look like (matched lower-cased).
-_ALWAYS_SECRET_KEY = re.compile(r"password|passwd|secret|private[_-]?key")
-# JSON keys whose string values are secrets when they look random (matched lower-cased).
+# JSON keys whose values are secrets whatever they look like: any key holding such a name.
+_ALWAYS_SECRET_KEY = re.compile(_in_any_case(_ALWAYS_SECRET_NAMES))
+# JSON keys whose string values are secrets when they look random.
 _MAYBE_SECRET_KEY = re.compile(rf"{_SECRET_NAME}\Z")
-# Random-looking is judged on the start of a value: enough for a key, and bounded.
-_RANDOM_SAMPLE = 256
+_DIGIT = re.compile("[0-9]")
+_LETTER = re.compile("[A-Za-z]")
 
 # Card numbers: 13-19 digits, optionally grouped by single spaces or dashes, starting like a
 # real card brand (2-6), and passing the Luhn check. The brand prefix keeps 13-digit
@@ -165,25 +192,13 @@ def _is_card(text: str) -> bool:
 
 
 def _looks_random(value: str) -> bool:
-    """Letters and digits mixed with high character entropy: tokens, not words or counters."""
-    if len(value) < 12:
-        return False
-    sample = value[:_RANDOM_SAMPLE]
-    has_digit = any(c.isdigit() for c in sample)
-    has_alpha = any(c.isalpha() for c in sample)
-    if not (has_digit and has_alpha):
-        return False
-    counts = Counter(sample)
-    entropy = -sum(n / len(sample) * math.log2(n / len(sample)) for n in counts.values())
-    return entropy >= 3.0
+    """At least 12 characters mixing digits and letters: tokens, not words or counters."""
+    return len(value) >= 12 and bool(_DIGIT.search(value)) and bool(_LETTER.search(value))
 
 
-def _lower(text: str) -> str:
-    """Lower case, character for character (positions stay valid in the original text).
-
-    `str.lower` keeps the length of every character but one: the dotted capital I becomes two.
-    """
-    return text.replace("\u0130", "i").lower()
+@lru_cache(maxsize=1024)
+def _always_secret(name: str) -> bool:
+    return _ALWAYS_SECRET_KEY.search(name) is not None
 
 
 def _sub_email(text: str) -> str:
@@ -196,16 +211,17 @@ def _sub_bearer(text: str) -> str:
 
 def _sub_api_key(text: str) -> str:
     text = _KNOWN_KEYS.sub(_mask("api_key"), text)
-    lowered = _lower(text)
-    pieces: list[str] = []
-    done = 0
-    for m in _ASSIGNED_SECRET.finditer(lowered):
-        start, end = m.span(3)
-        value = text[start:end]
-        if _looks_random(value) or _ALWAYS_SECRET_KEY.search(m.group(1)):
-            pieces += (text[done:start], _mask("api_key"))
-            done = end
-    return "".join(pieces) + text[done:] if pieces else text
+    # text, name, joint, random value, other value, text, ...: without a Python call per match
+    pieces = _ASSIGNED_SECRET.split(text)
+    if len(pieces) == 1:
+        return text
+    masked = _mask("api_key")
+    pieces[3::5] = [
+        masked if random is not None or _always_secret(name) else other
+        for name, random, other in zip(pieces[1::5], pieces[3::5], pieces[4::5], strict=True)
+    ]
+    pieces[4::5] = [""] * (len(pieces) // 5)
+    return "".join(pieces)
 
 
 def _sub_card(text: str) -> str:
@@ -253,12 +269,11 @@ class Detector:
 
 
 _KNOWN_KEY_QUICK = re.compile(r"sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox|AIza|_live_|_test_|ts_")
-# Case-insensitive matching of many literals is slow in `re`; a lower-cased copy is not.
-_SECRET_NAME_QUICK = re.compile("|".join(_SECRET_NAMES))
+_SECRET_NAME_QUICK = re.compile(_in_any_case(_SECRET_NAMES))
 
 
 def _may_hold_api_key(text: str) -> bool:
-    return bool(_KNOWN_KEY_QUICK.search(text) or _SECRET_NAME_QUICK.search(_lower(text)))
+    return bool(_KNOWN_KEY_QUICK.search(text) or _SECRET_NAME_QUICK.search(text))
 
 
 DETECTORS: dict[str, Detector] = {
@@ -560,9 +575,8 @@ class _DocumentMasker:
             return False
         kinds = self._secret_keys.get(key)
         if kinds is None:
-            lowered = _lower(key)
-            always = bool(_ALWAYS_SECRET_KEY.search(lowered))
-            kinds = always, always or bool(_MAYBE_SECRET_KEY.search(lowered))
+            always = _always_secret(key)
+            kinds = always, always or bool(_MAYBE_SECRET_KEY.search(key))
             self._secret_keys[key] = kinds
         always, maybe = kinds
         return always or (maybe and value is not None and _looks_random(value))

@@ -57,14 +57,16 @@ def safe_next(raw: str | None) -> str:
     return target
 
 
-def _login_page(target: str, status: int = 200, error: str | None = None, **headers: str):
+def _login_page(
+    target: str, status: int = 200, error: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[str, int, dict[str, str]]:
     page = render_template(
         "login/login.html",
         next=target,
         configured=bool(current_app.config.get("PASSWORD")),
         error=error,
     )
-    return page, status, headers
+    return page, status, headers or {}
 
 
 @bp.get("/login")
@@ -85,7 +87,7 @@ def login_post():
         db.session.commit()
         minutes = math.ceil(wait / 60)
         error = f"Too many login attempts. Try again in {minutes} minute{'s' * (minutes != 1)}."
-        return _login_page(target, 429, error, **{"Retry-After": str(wait)})
+        return _login_page(target, 429, error, {"Retry-After": str(wait)})
     if not check_password(request.form.get("password", "")):
         db.session.commit()
         return _login_page(target, 401, "Wrong password.")
