@@ -206,7 +206,7 @@ def _sub_email(text: str) -> str:
 
 
 def _sub_bearer(text: str) -> str:
-    return _BEARER.sub(lambda m: f"{m.group(1)} {_mask('bearer')}", text)
+    return _BEARER.sub(rf"\1 {_mask('bearer')}", text)
 
 
 def _sub_api_key(text: str) -> str:

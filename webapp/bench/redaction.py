@@ -79,6 +79,7 @@ TEXT_CASES: dict[str, Callable[[int], str]] = {
     "bearer: repeated": lambda n: _fill("Bearer ", n),
     "bearer: huge token": lambda n: _fill("aB3-_.~+/", n, head="Bearer "),
     "bearer: short tokens": lambda n: _fill("Bearer abc1234 ", n),
+    "bearer: many tokens": lambda n: _fill("Bearer aB3dE5fG7h ", n),
 }
 
 
