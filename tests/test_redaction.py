@@ -402,3 +402,37 @@ def test_masking_twice_changes_nothing_more(text):
 def test_many_numbers_in_one_text_are_each_checked(numbers):
     text = ", ".join(numbers)
     assert mask_text(text, (DETECTORS["card"],)) == _reference_card_mask(text)
+
+
+def _reference_assigned_mask(text: str) -> str:
+    """Secret names and their values, one match at a time (what the detector does at once)."""
+    value = r"[A-Za-z0-9_\-./+=~]{12,}"
+    names = "|".join(
+        [
+            *("password", "passwd", "secret(?:[_-]?key)?", "client[_-]?secret"),
+            *("private[_-]?key", "api[_-]?key", "apikey", "access[_-]?key"),
+            *("access[_-]?token", "auth[_-]?token", "refresh[_-]?token", "id[_-]?token"),
+            *("token", "pwd", "authorization"),
+        ]
+    )
+    pattern = re.compile(rf"(?i)(?<![A-Za-z0-9])({names})(\"?'?\s*[:=]\s*\"?'?)({value})")
+
+    def secret(m: re.Match[str]) -> str:
+        always = re.search("(?i)password|passwd|secret|private[_-]?key", m.group(1))
+        mixed = re.search("[0-9]", m.group(3)) and re.search("[A-Za-z]", m.group(3))
+        return m.group(1) + m.group(2) + "[REDACTED:api_key]" if always or mixed else m.group()
+
+    return pattern.sub(secret, text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["Token", "PASSWORD", "api-key", "x", "_", "=", ": ", '"', " ", "İ", "abcdefgh", "a1"]
+        ),
+        max_size=25,
+    ).map("".join)
+)
+def test_secret_values_are_found_where_one_match_at_a_time_finds_them(text):
+    assert mask_text(text, (DETECTORS["api_key"],)) == _reference_assigned_mask(text)
