@@ -141,12 +141,12 @@ _SECRET_NAMES = (
 # case-insensitive matching of many literals is several times slower in `re`).
 _SECRET_NAME = _after_first(_SECRET_NAMES, "[a-z0-9]")
 _VALUE_CHAR = r"[a-z0-9_\-./+=~]"
-# Groups: the name, what joins it to the value, an empty group present when the value looks
-# random (a digit and a letter in it, see _looks_random), and the value. The whole run is the
-# value either way, so a run that is no secret is passed over once, not tried again from each
-# name inside it (`token=token=...`).
+# Groups: the name with what joins it to the value (spaces possessive, as in _BEARER), an empty
+# group present when the value looks random (a digit and a letter in it, see _looks_random),
+# and the value. The whole run is the value either way, so a run that is no secret is passed
+# over once, not tried again from each name inside it (`token=token=...`).
 _ASSIGNED_SECRET = re.compile(
-    rf"({_SECRET_NAME})(\"?'?\s*+[:=]\s*+\"?'?)"  # spaces possessive, as in _BEARER
+    rf"({_SECRET_NAME}\"?'?\s*+[:=]\s*+\"?'?)"
     rf"((?={_VALUE_CHAR}*?[0-9])(?={_VALUE_CHAR}*?[a-z]))?({_VALUE_CHAR}{{12,}}+)"
 )
 # JSON keys whose values are secrets whatever they look like: any key holding such a name.
@@ -211,22 +211,23 @@ def _sub_bearer(text: str) -> str:
 
 def _sub_api_key(text: str) -> str:
     text = _KNOWN_KEYS.sub(_mask("api_key"), text)
-    # text, name, joint, random-looking mark, value, text, ...; all of them at once, as the
-    # matches can come by the hundred thousand
+    # text, name and joint, random-looking mark, value, text, ...: all matches at once, as they
+    # can come by the hundred thousand
     pieces = _ASSIGNED_SECRET.split(_lower(text))
-    marks, names = pieces[3::5], pieces[1::5]
     secret = [
-        mark is not None or _always_secret(name) for mark, name in zip(marks, names, strict=True)
+        mark is not None or _always_secret(name)
+        for name, mark in zip(pieces[1::4], pieces[2::4], strict=True)
     ]
     if not any(secret):
         return text
-    # Where the values start and end, from the lengths of the pieces (the marks are empty);
-    # the lower-cased copy has the text's positions.
-    lengths = [0] * len(pieces)
-    for kind in (0, 1, 2, 4):
-        lengths[kind::5] = list(map(len, pieces[kind::5]))
+    # Where the values start and end: the lengths of the pieces added up (the lower-cased copy
+    # has the text's positions; the marks are empty).
+    lengths = [0] * (3 * len(secret) + 1)
+    lengths[0::3] = map(len, pieces[0::4])  # the text before
+    lengths[1::3] = map(len, pieces[1::4])  # the name and joint
+    lengths[2::3] = map(len, pieces[3::4])  # the value
     ends = list(accumulate(lengths))
-    starts, stops = compress(ends[3::5], secret), compress(ends[4::5], secret)
+    starts, stops = compress(ends[1::3], secret), compress(ends[2::3], secret)
     kept = map(slice, [0, *stops], [*starts, len(text)])
     return _mask("api_key").join(map(text.__getitem__, kept))
 
