@@ -359,7 +359,7 @@ def test_any_spelling_of_a_json_result_is_masked_alike(document, indent):
         assert _leaf_count(json.loads(text)) == _leaf_count(document)
 
 
-CARD_REFERENCE = re.compile(r"(?<![\d-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-]|[ -]\d)")
+CARD_REFERENCE = re.compile(r"(?<![0-9-])[2-6][0-9](?:[ -]?[0-9]){11,17}(?![0-9-]|[ -][0-9])")
 
 
 def _reference_card_mask(text: str) -> str:
@@ -382,7 +382,9 @@ def _reference_card_mask(text: str) -> str:
 @settings(max_examples=500, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["4111", "1111", "5500", "0004", "3", "1", " ", "-", "x", "  "]),
+        st.sampled_from(
+            ["4111", "1111", "5500", "0004", "3", "1", " ", "-", "x", "  ", "\u0661", "\uff11"]
+        ),
         max_size=20,
     ).map("".join)
 )
@@ -436,3 +438,9 @@ def _reference_assigned_mask(text: str) -> str:
 )
 def test_secret_values_are_found_where_one_match_at_a_time_finds_them(text):
     assert mask_text(text, (DETECTORS["api_key"],)) == _reference_assigned_mask(text)
+
+
+@pytest.mark.parametrize("digits", ["\u0661", "\uff11", "\u00b2", "\u0967"])
+def test_digits_of_other_scripts_are_no_card_and_no_error(digits):
+    text = f"card 4{digits * 15} and 4111 1111 1111 1111"
+    assert mask_text(text, ALL) == f"card 4{digits * 15} and [REDACTED:card]"

@@ -164,10 +164,10 @@ _LETTER = re.compile("[A-Za-z]")
 # The pattern runs over the reversed text: a card ends where its number ends, so in reverse
 # every number is tried once, from its end, with bounded work (forwards, a long number of
 # digit groups is tried again from every group: four times slower). Read backwards it is
-# `(?<![\d-])[2-6]\d(?:[ -]?\d){11,17}(?![\d-]|[ -]\d)`.
+# `(?<![0-9-])[2-6][0-9](?:[ -]?[0-9]){11,17}(?![0-9-]|[ -][0-9])`. Digits are ASCII digits.
 _CARD_REVERSED = re.compile(
-    r"(\d(?<![\d-]\d)(?<!\d[ -]\d)"  # the last digit of a number (a boundary lookbehind)
-    r"[ -]?(?:\d[ -]?){10,16}\d[2-6](?![\d-]))"
+    r"([0-9](?<![0-9-][0-9])(?<![0-9][ -][0-9])"  # a number's last digit (boundary lookbehind)
+    r"[ -]?(?:[0-9][ -]?){10,16}[0-9][2-6](?![0-9-]))"
 )
 _CARD_MASK_REVERSED = _mask("card")[::-1]
 _NOT_SEPARATORS = str.maketrans("", "", " -")
@@ -288,7 +288,7 @@ DETECTORS: dict[str, Detector] = {
     "api_key": Detector("api_key", _may_hold_api_key, _sub_api_key),
     "bearer": Detector("bearer", re.compile(r"(?i)bearer\s").search, _sub_bearer),
     "email": Detector("email", re.compile(r"@|%40|\\u0040").search, _sub_email),
-    "card": Detector("card", re.compile(r"\d{4}").search, _sub_card),
+    "card": Detector("card", re.compile(r"[0-9]{4}").search, _sub_card),
 }
 
 
