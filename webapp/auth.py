@@ -67,10 +67,8 @@ def authenticate_api_key() -> Project:
         .join(Project, Project.id == ApiKey.project_id)
         .where(ApiKey.key_hash == hash_key(token))
     ).first()
-    if (
-        row is None
-        or row.ApiKey.revoked_at is not None
-        or not hmac.compare_digest(row.ApiKey.key_hash, hash_key(token))
+    if row is None or row.ApiKey.revoked_at is not None or not hmac.compare_digest(
+        row.ApiKey.key_hash, hash_key(token)
     ):
         raise ApiError(401, "invalid or revoked API key")
     key, project = row.ApiKey, row.Project

@@ -187,7 +187,9 @@ class ToolDefinition(db.Model):
     __table_args__ = (UniqueConstraint("conversation_id", "name"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversation.id", ondelete="CASCADE")
+    )
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(Text)
     parameters: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
