@@ -116,3 +116,23 @@ def test_the_otlp_section_exports_spans_with_the_sdk_exporter_and_loses_none():
     assert values["errors"] == 0 and values["spans"] > 0
     assert values["spans_per_second"] > 0
     assert values["stored_spans"] >= values["spans"]
+
+
+def test_the_redaction_section_reports_every_detector_in_ms_per_mib(monkeypatch):
+    monkeypatch.setenv("TOOLSCOPE_MAX_RESULT_BYTES", str(64 * 1024))
+    result = CliRunner().invoke(command, ["--only", "redaction", "--seconds", "1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    figures = {f["label"]: f["values"] for f in target["figures"]}
+    assert set(figures) == {
+        "redaction: api_key",
+        "redaction: bearer",
+        "redaction: email",
+        "redaction: card",
+        "redaction: whole result",
+    }
+    for values in figures.values():
+        assert values["input_bytes"] == 64 * 1024
+        assert values["worst_ms_per_mib"] == max(values["ms_per_mib"].values())
+    assert "email: % run, one address" in figures["redaction: email"]["ms_per_mib"]

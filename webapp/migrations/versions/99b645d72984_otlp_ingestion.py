@@ -1,7 +1,7 @@
 """otlp ingestion
 
 Revision ID: 99b645d72984
-Revises: 5b0e8a3c1d27
+Revises: 27694025e1cb
 Create Date: 2026-11-23 18:10:40.344557
 
 """
@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
 revision = '99b645d72984'
-down_revision = '5b0e8a3c1d27'
+down_revision = '27694025e1cb'
 branch_labels = None
 depends_on = None
 
