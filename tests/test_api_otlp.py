@@ -36,31 +36,34 @@ def post(client, key, body: bytes, *, signal="traces", content_type=PB, path=Non
     return client.post(path or f"/v1/{signal}", data=body, headers=headers)
 
 
-def _state(app) -> list:
+def _state(app, project_id: int | None = None) -> list:
     """What the projection wrote, without row ids and clocks: compared across arrival orders."""
+    where = f"WHERE c.project_id = {int(project_id)}" if project_id is not None else ""
     return [
         raw_rows(
             app,
-            "SELECT external_id, title, system_prompt, created_at FROM conversation "
-            "ORDER BY external_id",
+            "SELECT c.external_id, c.title, c.system_prompt, c.created_at FROM conversation c "
+            f"{where} ORDER BY c.external_id",
         ),
         raw_rows(
             app,
             "SELECT m.external_id, c.external_id, m.role, m.content, m.status, m.model, "
             "m.created_at FROM message m JOIN conversation c ON c.id = m.conversation_id "
-            "ORDER BY m.external_id",
+            f"{where} ORDER BY m.external_id",
         ),
         raw_rows(
             app,
             "SELECT m.external_id, t.round_index, t.sequence_index, t.external_tool_call_id, "
             "t.function_name, t.arguments, t.response, t.is_error, t.created_at, t.started_at, "
             "t.ended_at, t.response_created_at FROM tool_invocation t "
-            "JOIN message m ON m.id = t.message_id ORDER BY 1, 2, 3",
+            "JOIN message m ON m.id = t.message_id "
+            f"JOIN conversation c ON c.id = m.conversation_id {where} ORDER BY 1, 2, 3",
         ),
         raw_rows(
             app,
             "SELECT m.external_id, s.round_index, s.model, s.input_tokens, s.output_tokens, "
-            "s.created_at FROM service_call s JOIN message m ON m.id = s.message_id ORDER BY 1, 2",
+            "s.created_at FROM service_call s JOIN message m ON m.id = s.message_id "
+            f"JOIN conversation c ON c.id = m.conversation_id {where} ORDER BY 1, 2",
         ),
     ]
 
@@ -439,3 +442,40 @@ def test_the_openapi_document_lists_the_otlp_endpoints(client):
             assert set(operation["requestBody"]["content"]) == {PB, JS}
             assert operation["security"] == [{"bearer": []}]
     assert "/api/v1/otel/stats" in spec["paths"]
+
+
+def test_concurrent_exports_end_in_the_state_of_serial_ones(
+    app, client, live_server, project_key, other_project_key
+):
+    """Parts of the same runs posted at once from several connections: the write lock (SQLite)
+    or the trace locks (PostgreSQL) and the check before writing keep the projection whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runs = [
+        agent_run(100, rounds=3, conversation="shared"),
+        agent_run(101, rounds=3, conversation="shared"),
+        agent_run(102, rounds=3, agent=False, per_call_traces=True, tool_spans=False),
+    ]
+    bodies = [
+        traces_protobuf(part)
+        for run in runs
+        for part in (run.spans[: len(run.spans) // 2], run.spans[len(run.spans) // 2 :])
+    ]
+
+    def send(body: bytes) -> int:
+        for _ in range(20):  # an exporter retries a 503
+            response = requests.post(
+                live_server + "/v1/traces",
+                data=body,
+                headers={"Content-Type": PB, **project_key.headers},
+                timeout=30,
+            )
+            if response.status_code != 503:
+                return response.status_code
+        return 503
+
+    with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+        assert list(pool.map(send, bodies)) == [200] * len(bodies)
+    for body in bodies:
+        assert post(client, other_project_key, body).status_code == 200
+    assert _state(app, project_key.project_id) == _state(app, other_project_key.project_id)

@@ -94,16 +94,20 @@ def to_datetime(ns: int | None) -> datetime | None:
 # --- 1. Raw rows ------------------------------------------------------------------------------
 
 
-def _lock_traces(project_id: int, trace_ids: Iterable[str]) -> None:
-    """Serialize requests that touch the same traces (PostgreSQL; SQLite has one writer)."""
+def _lock(project_id: int, traces: Iterable[str], links: Iterable[str] = ()) -> None:
+    """Serialize requests that touch the same traces or share a link (PostgreSQL; SQLite has
+    one writer). Links matter as much as traces: two requests with spans of two traces that one
+    tool-call id joins must not both project their half alone, each unaware of the other's
+    uncommitted rows. One statement, the locks taken in sorted order."""
     if db.session.get_bind().dialect.name != "postgresql":
         return
+    names = [f"t:{t}" for t in traces] + [f"l:{link}" for link in links]
     keys = sorted(
         {
             int.from_bytes(
-                hashlib.sha256(f"{project_id}:{t}".encode()).digest()[:8], "big", signed=True
+                hashlib.sha256(f"{project_id}:{name}".encode()).digest()[:8], "big", signed=True
             )
-            for t in trace_ids
+            for name in names
         }
     )
     if keys:
@@ -357,7 +361,7 @@ def write_export(ctx: StoreContext, prepared: PreparedExport) -> StoreResult:
     """Store a prepared export in the write transaction; re-plan if the component changed."""
     if not prepared.new.traces:
         return prepared.result
-    _lock_traces(ctx.project_id, prepared.component)
+    _lock(ctx.project_id, prepared.component, {link for link, _ in prepared.new.links})
     component = _component(
         ctx.project_id, prepared.new.traces, {link for link, _ in prepared.new.links}
     )
@@ -369,7 +373,7 @@ def write_export(ctx: StoreContext, prepared: PreparedExport) -> StoreResult:
         prepared = prepare_export(ctx, prepared.batch)
         if not prepared.new.traces:
             return prepared.result
-        _lock_traces(ctx.project_id, prepared.component)
+        _lock(ctx.project_id, prepared.component)
     _insert_rows(ctx, prepared.new)
     result = prepared.result
     result.stored_spans, result.stored_logs = len(prepared.new.spans), len(prepared.new.logs)
