@@ -479,3 +479,24 @@ def test_concurrent_exports_end_in_the_state_of_serial_ones(
     for body in bodies:
         assert post(client, other_project_key, body).status_code == 200
     assert _state(app, project_key.project_id) == _state(app, other_project_key.project_id)
+
+
+@pytest.mark.parametrize("app_config", [{"MAX_RESULT_BYTES": 40}])
+def test_a_result_over_the_limit_is_cut_with_a_warning_and_a_resend_answers_the_same(
+    app, client, project_key
+):
+    run = agent_run(110, rounds=2, parallel=1)
+    long_result = "é" * 30  # 60 bytes: cut at a character boundary
+    for span in run.spans:
+        span.attributes = json.loads(
+            json.dumps(span.attributes).replace("result 110/0/0", long_result)
+        )
+    body = traces_json(run.spans)
+    first = post(client, project_key, body, content_type=JS)
+    assert "over the limit of 40 bytes" in first.get_json()["partialSuccess"]["errorMessage"]
+    again = post(client, project_key, body, content_type=JS)
+    assert again.get_json() == first.get_json()
+    ((response, redactions),) = raw_rows(app, "SELECT response, redactions FROM tool_invocation")
+    assert response == "é" * 20
+    names = json.loads(redactions) if isinstance(redactions, str) else redactions
+    assert "otlp:truncated" in names

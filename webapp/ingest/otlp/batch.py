@@ -160,7 +160,45 @@ def prepare_spans(
             )
         )
     redact_records(records, rules)
+    _warn_oversized(out, records, limit)
     return out
+
+
+def _results(record: dict[str, Any]) -> list[str]:
+    """Every tool result text inside a normalized record."""
+    found = [
+        part["response"]
+        for name in ("input", "output", "input_fallback", "output_fallback")
+        for message in record.get(name) or ()
+        for part in message["parts"]
+        if part["type"] == "tool_call_response" and part["response"] is not None
+    ]
+    if record.get("message"):
+        found += [
+            p["response"]
+            for p in record["message"]["parts"]
+            if p["type"] == "tool_call_response" and p["response"] is not None
+        ]
+    tool = record.get("tool")
+    if tool and tool.get("result") is not None:
+        found.append(tool["result"])
+    return found
+
+
+def _warn_oversized(batch: Batch, records: list[dict[str, Any]], limit: int) -> None:
+    """Results over the limit are stored cut (marked `otlp:truncated`); the answer says so.
+    Worked out from the request alone, so a re-sent request answers the same."""
+    sizes = [
+        size
+        for record in records
+        for text in _results(record)
+        if (size := len(text.encode("utf-8", "surrogatepass"))) > limit
+    ]
+    if sizes:
+        batch.warnings.append(
+            f"{len(sizes)} tool result(s) over the limit of {limit} bytes (largest {max(sizes)}) "
+            "are stored cut at the limit"
+        )
 
 
 def _fingerprint(record: LogRecord, ordinal: int) -> str:
@@ -206,4 +244,5 @@ def prepare_logs(decoded: Decoded, rules: CompiledRules, limit: int = DEFAULT_PA
             )
         )
     redact_records(records, rules)
+    _warn_oversized(out, records, limit)
     return out
