@@ -18,10 +18,9 @@ import os
 import queue
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from .load import START_TIMEOUT_SECONDS, percentile
+from .load import START_TIMEOUT_SECONDS, LoadResult, WorkerResult
 from .sections import MAX_WARM_UP_SECONDS, BenchContext, Figure, _cpu_used, section
 from .server import worker_cpu_seconds
 
@@ -142,18 +141,6 @@ def _run_spans(run: int, now_ns: int, resource: Any, scope: Any) -> list[Any]:
     ]
 
 
-@dataclass
-class _ProcessResult:
-    spans: int = 0
-    exports: int = 0
-    errors: int = 0
-    error_samples: list[str] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    started: float = 0.0
-    ended: float = 0.0
-    cpu_seconds: float = 0.0
-
-
 def _client(
     base_url: str,
     key: str,
@@ -175,7 +162,7 @@ def _client(
     )
     resource = Resource.create({"service.name": service})
     scope = InstrumentationScope("toolscope.bench", "1")
-    result = _ProcessResult()
+    result = WorkerResult()  # calls: spans, requests: exports
     run = 0
 
     def batch() -> list[Any]:
@@ -199,8 +186,8 @@ def _client(
         outcome = exporter.export(spans)
         result.latencies.append(time.monotonic() - sent)
         if outcome == SpanExportResult.SUCCESS:
-            result.spans += len(spans)
-            result.exports += 1
+            result.calls += len(spans)
+            result.requests += 1
         else:
             result.errors += 1
             if len(result.error_samples) < 3:
@@ -211,7 +198,7 @@ def _client(
     out.put(result)
 
 
-def _run_clients(ctx: BenchContext, processes: int, service: str) -> list[_ProcessResult]:
+def _run_clients(ctx: BenchContext, processes: int, service: str) -> list[WorkerResult]:
     assert ctx.server is not None
     mp = multiprocessing.get_context("spawn")
     start, out = mp.Event(), mp.Queue()
@@ -275,23 +262,19 @@ def otlp_section(ctx: BenchContext) -> list[Figure]:
     service = f"{ctx.run_id}-otlp"
     ctx.say("  POST /v1/traces (OTLP protobuf, SDK exporter) ...")
     cpu_before = worker_cpu_seconds(ctx.server.pid) if ctx.server.pid else {}
-    results = _run_clients(ctx, processes, service)
+    run = LoadResult.merge("otlp", _run_clients(ctx, processes, service))
     server_cpu = _cpu_used(cpu_before, ctx.server.pid)
-    wall = max(r.ended for r in results) - min(r.started for r in results)
-    spans = sum(r.spans for r in results)
-    exports = sum(r.exports for r in results)
-    errors = sum(r.errors for r in results)
-    latencies = sorted(x for r in results for x in r.latencies)
-    client_cpu = sum(r.cpu_seconds for r in results) / wall / processes if wall else 0.0
+    wall, spans, exports, errors = run.wall_seconds, run.calls, run.requests, run.errors
+    client_cpu = run.client_cpu_share
     values: dict[str, Any] = {
         "spans_per_second": round(spans / wall, 1) if wall else 0.0,
         "exports_per_second": round(exports / wall, 2) if wall else 0.0,
         "spans_per_export": RUNS_PER_EXPORT * SPANS_PER_RUN,
-        "p50_ms": round(percentile(latencies, 50) * 1000, 1),
-        "p95_ms": round(percentile(latencies, 95) * 1000, 1),
+        "p50_ms": round(run.percentile_ms(50), 1),
+        "p95_ms": round(run.percentile_ms(95), 1),
         "spans": spans,
         "errors": errors,
-        "error_samples": [s for r in results for s in r.error_samples][:3],
+        "error_samples": run.error_samples,
         "seconds": round(wall, 2),
         "client_processes": processes,
         "client_cpu_per_process": round(client_cpu, 3),

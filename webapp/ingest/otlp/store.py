@@ -27,19 +27,22 @@ from sqlalchemy import Text, bindparam, delete, func, select, text, update
 
 from ...db import db
 from ...models import (
-    Conversation,
-    Message,
     OtelLink,
     OtelLog,
     OtelSpan,
     OtelTurn,
     OtelTurnTrace,
-    ServiceCall,
-    ToolDefinition,
-    ToolInvocation,
 )
 from ...redaction import NO_RULES
-from ...sql import dialect_insert, json_from_text
+from ...sql import (
+    CONVERSATION,
+    MESSAGE,
+    SERVICE_CALL,
+    TOOL,
+    TOOL_DEFINITION,
+    dialect_insert,
+    json_from_text,
+)
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..errors import Invalid, RaceLost
 from ..usage import UsageDraft
@@ -54,11 +57,6 @@ LOG = OtelLog.__table__
 LINK = OtelLink.__table__
 TURN = OtelTurn.__table__
 TURN_TRACE = OtelTurnTrace.__table__
-CONVERSATION = Conversation.__table__
-MESSAGE = Message.__table__
-SERVICE_CALL = ServiceCall.__table__
-TOOL = ToolInvocation.__table__
-TOOL_DEFINITION = ToolDefinition.__table__
 
 TRUNCATED = "otlp:truncated"
 # A component larger than this many traces is cut (the rest is projected by later requests
