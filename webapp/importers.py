@@ -22,10 +22,11 @@ same list twice stores it once, unless a provider message carries a string `id` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import jsonsafe
 
 FORMATS = ("openai-chat", "openai-responses", "anthropic")
 MAX_ID_LENGTH = 255
@@ -127,7 +128,7 @@ def _arguments_from_json(raw: Any, path: str) -> dict[str, Any] | None:
     if not isinstance(raw, str):
         raise ImportFormatError(path, "expected arguments as a JSON string")
     try:
-        parsed = json.loads(raw)
+        parsed = jsonsafe.loads(raw)
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from . import jsonsafe
+
 PATH_MASK = "[REDACTED]"
 RULE_KINDS = ("mask", "redact_paths", "skip")
 
@@ -344,7 +346,7 @@ def _mask_response(text: str, detectors: Sequence[Detector]) -> tuple[str, bool]
         return text, False
     # A JSON response is masked value by value, so the result stays valid JSON (a card number
     # stored as a JSON number would otherwise become bare text).
-    document = _parse_json_document(text)
+    document = jsonsafe.parse_container(text)
     if document is not None:
         new, hit = _mask_value(document, detectors, None)
         if hit:
@@ -394,22 +396,11 @@ def _redact_path(value: Any, path: tuple[str, ...]) -> tuple[Any, bool]:
 
 
 def _redact_response_paths(text: str, paths: Sequence[tuple[str, ...]]) -> tuple[str, bool]:
-    document = _parse_json_document(text)
+    document = jsonsafe.parse_container(text)
     if document is None:
         return text, False
     new, changed = _redact_paths(document, paths)
     return (_dump(new), True) if changed else (text, False)
-
-
-def _parse_json_document(text: str) -> Any:
-    """The JSON object or array in `text`, or None when it is not one."""
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "[{":
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _dump(value: Any) -> str:

@@ -19,10 +19,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from .. import jsonsafe
 from .diagnostics import Problem
 from .ids import ANTHROPIC_ID_RE, MAX_OPENAI_ID_LEN
 
@@ -90,7 +90,7 @@ class _Checker:
             self.add("bad_arguments", path, "arguments must be a JSON string")
             return
         try:
-            parsed = json.loads(arguments)
+            parsed = jsonsafe.loads(arguments)
         except ValueError:
             self.add("bad_arguments", path, "arguments are not valid JSON")
             return
