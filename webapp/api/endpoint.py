@@ -34,6 +34,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
+from ..body_deadline import discard_body
 from ..db import begin_write, db, utcnow
 from ..errors import ApiError, validation_details
 from ..ingest import RaceLost, WriteContext, load_rules
@@ -59,11 +60,15 @@ def parse_body(model: type[BaseModel]) -> BaseModel:
             f"expected a JSON body with 'Content-Type: application/json', "
             f"got {request.mimetype or 'no content type'!r}",
         )
-    raw = request.get_data(cache=False)
     limit = request.max_content_length
+    if limit is not None and (request.content_length or 0) > limit:
+        discard_body(request.environ)
+        raise RequestEntityTooLarge()
+    raw = request.get_data(cache=False)
     if limit is not None and request.content_length is None and len(raw) >= limit:
         # A chunked body (no Content-Length) is cut at the limit by werkzeug, which raises
         # only for bodies that announce their length: treat reaching the limit as exceeding it.
+        discard_body(request.environ)
         raise RequestEntityTooLarge()
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON object")
@@ -156,14 +161,10 @@ def endpoint(
 
         @wraps(func)
         def view(**path_kwargs: Any) -> Any:
-            try:
-                inputs = _parse_inputs(models, path_kwargs)
-                problem = None
-            except ApiError as exc:
-                inputs, problem = {}, exc
+            # The key first: a stranger's request is refused before its body is read, so a
+            # slow body without a key cannot keep this thread waiting.
             authenticate_api_key()
-            if problem is not None:
-                raise problem
+            inputs = _parse_inputs(models, path_kwargs)
             if not write:
                 response = func(**inputs)
                 db.session.commit()  # keeps the key's last_used_at, if auth recorded it
