@@ -11,6 +11,7 @@ from flask_wtf.csrf import CSRFProtect
 
 from . import db as database
 from . import errors, paths, settings
+from .body_deadline import BodyDeadline
 
 __version__ = "0.1.0"
 
@@ -67,6 +68,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
 
     from . import models  # noqa: F401  (registers the tables on the metadata)
 
+    # Outermost, so the deadline starts when the request does.
+    app.wsgi_app = BodyDeadline(app.wsgi_app, app.config["BODY_TIMEOUT_SECONDS"])
     database.init_app(app)
     errors.init_app(app)
     csrf.init_app(app)

@@ -6,7 +6,9 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, request
 from pydantic import ValidationError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestTimeout
+
+from .body_deadline import timed_out
 
 API_PREFIX = "/api/"
 
@@ -17,12 +19,54 @@ CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "timeout",
     409: "conflict",
     413: "too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
+    417: "expectation_failed",
     422: "invalid",
+    431: "headers_too_large",
     500: "internal",
+    501: "not_implemented",
+    503: "unavailable",
 }
+
+
+# The OpenAI-style `type` of an error, by HTTP status; anything else below 500 is the request's.
+TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    429: "rate_limit_error",
+}
+
+
+def error_type(status: int) -> str:
+    if status >= 500:
+        return "server_error"
+    return TYPES.get(status, "invalid_request_error")
+
+
+def error_body(
+    status: int,
+    message: str,
+    code: str | None = None,
+    *,
+    param: str | None = None,
+    details: Any = None,
+) -> dict[str, Any]:
+    """The error document, `{"error": {"message", "type", "code", "param"[, "details"]}}`.
+
+    Built without Flask: gunicorn's worker writes it too, for requests the app never sees."""
+    error: dict[str, Any] = {
+        "message": message,
+        "type": error_type(status),
+        "code": code or CODES.get(status, "error"),
+        "param": param,
+    }
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
 
 
 class ApiError(Exception):
@@ -68,6 +112,10 @@ def validation_error_response(exc: ValidationError) -> Response:
     return error_response(422, f"{where}{first['message']}", details)
 
 
+def _body_timeout(seconds: float) -> RequestTimeout:
+    return RequestTimeout(f"the request body did not arrive within {seconds:g} seconds")
+
+
 def _wants_json() -> bool:
     return request.path.startswith(API_PREFIX) or request.path.endswith(".json")
 
@@ -79,6 +127,8 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
+        if timed_out(request.environ):
+            exc = _body_timeout(app.config["BODY_TIMEOUT_SECONDS"])
         if not _wants_json():
             return exc
         status = exc.code or 500
