@@ -7,17 +7,24 @@ for a test.
 
 from __future__ import annotations
 
-import http.client
-import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 import requests
 import unique_sdk
+from edge_support import (
+    json_error,
+    long_ids_query,
+    ordinary_get,
+    post_head,
+    raw,
+    read_response,
+    slow_posts,
+)
 
 from webapp.bench.server import Server, gunicorn_server, prepare_database, scratch_sqlite
 
@@ -34,34 +41,16 @@ def server() -> Iterator[Server]:
             yield running
 
 
-def _address(server: Server) -> tuple[str, int]:
+def address(server: Server) -> tuple[str, int]:
     parts = urlsplit(server.base_url)
     return parts.hostname or "", parts.port or 80
-
-
-def _raw(server: Server, request: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
-    """Send bytes as they are; the status, headers and body of the answer."""
-    with socket.create_connection(_address(server), timeout=timeout) as sock:
-        sock.sendall(request)
-        response = http.client.HTTPResponse(sock)
-        response.begin()
-        return response.status, dict(response.getheaders()), response.read()
-
-
-def _assert_json_error(status: int, headers: dict[str, str], body: bytes, expected: int) -> dict:
-    assert status == expected, body
-    assert headers["Content-Type"] == "application/json"
-    assert headers["X-Content-Type-Options"] == "nosniff"
-    error = json.loads(body)["error"]
-    assert error["message"] and error["code"] and error["type"] == "invalid_request_error"
-    return error
 
 
 def test_the_sdk_fetches_200_message_ids_of_64_characters(server, monkeypatch):
     monkeypatch.setattr(unique_sdk, "api_key", server.key)
     monkeypatch.setattr(unique_sdk, "app_id", "app-1")
     monkeypatch.setattr(unique_sdk, "api_base", server.base_url + "/api/v1")
-    ids = [f"msg_{i:03d}_" + "x" * 56 for i in range(200)]
+    ids = [f"msg_{i:03d}_".ljust(64, "x") for i in range(200)]
     tool = {"externalToolCallId": "c", "functionName": "f", "roundIndex": 0, "sequenceIndex": 0}
     for message_id in (ids[0], ids[199]):
         unique_sdk.MessageTool.create_many(
@@ -74,8 +63,7 @@ def test_the_sdk_fetches_200_message_ids_of_64_characters(server, monkeypatch):
 
 
 def test_200_message_ids_of_the_longest_length_fit_in_one_request(server):
-    ids = ",".join(f"{i:03d}" + "x" * 252 for i in range(200))
-    query = urlencode({"messageIds": ids})  # commas as %2C, as the SDK sends them
+    query = long_ids_query()
     assert len(query) > 51_000
     answer = requests.get(
         f"{server.base_url}/api/v1/messages/tools?{query}",
@@ -88,47 +76,32 @@ def test_200_message_ids_of_the_longest_length_fit_in_one_request(server):
 
 def test_requests_gunicorn_refuses_are_answered_with_the_json_error_document(server):
     long_line = b"GET /api/v1/messages/tools?messageIds=" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n"
-    error = _assert_json_error(*_raw(server, long_line), 414)
-    assert error["code"] == "uri_too_long"
+    assert json_error(raw(address(server), long_line), 414)["code"] == "uri_too_long"
     big_header = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 10_000 + b"\r\n\r\n"
-    assert _assert_json_error(*_raw(server, big_header), 431)["code"] == "headers_too_large"
+    assert json_error(raw(address(server), big_header), 431)["code"] == "headers_too_large"
     garbage = b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n"
-    assert _assert_json_error(*_raw(server, garbage), 400)["code"] == "malformed"
-
-
-def _post_head(server: Server, length: int, key: str | None) -> bytes:
-    auth = f"Authorization: Bearer {key}\r\n" if key else ""
-    return (
-        "POST /api/v1/messages/tools HTTP/1.1\r\nHost: test\r\n"
-        f"{auth}Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
-    ).encode()
+    assert json_error(raw(address(server), garbage), 400)["code"] == "malformed"
 
 
 def test_a_413_reaches_a_client_that_sends_the_whole_body_before_reading(server):
     size = 12 * 1024 * 1024  # over MAX_BODY_BYTES (8 MiB)
-    with socket.create_connection(_address(server), timeout=10) as sock:
-        sock.sendall(_post_head(server, size, server.key))
+    with socket.create_connection(address(server), timeout=10) as sock:
+        sock.sendall(post_head(size, server.key))
         chunk = b" " * (1024 * 1024)
         for _ in range(size // len(chunk)):
             sock.sendall(chunk)  # a reset connection would fail here (BrokenPipeError)
-        response = http.client.HTTPResponse(sock)
-        response.begin()
-        body = response.read()
-        assert response.status == 413, body
-        assert json.loads(body)["error"]["code"] == "too_large"
+        assert json_error(read_response(sock), 413)["code"] == "too_large"
         # The body was read to its end, so the connection serves the next request.
         sock.sendall(
             b"GET /api/v1/messages/tools?messageIds=m HTTP/1.1\r\nHost: test\r\n"
             + f"Authorization: Bearer {server.key}\r\n\r\n".encode()
         )
-        again = http.client.HTTPResponse(sock)
-        again.begin()
-        assert again.status == 200, again.read()
+        assert read_response(sock).status == 200
 
 
 def test_a_body_that_trickles_in_with_a_key_is_cut_off_at_the_deadline(server):
-    with socket.create_connection(_address(server), timeout=15) as sock:
-        sock.sendall(_post_head(server, 1000, server.key) + b'{"messageId": "m"')
+    with socket.create_connection(address(server), timeout=15) as sock:
+        sock.sendall(post_head(1000, server.key) + b'{"messageId": "m"')
         started = time.monotonic()
         stop = threading.Event()
 
@@ -143,47 +116,20 @@ def test_a_body_that_trickles_in_with_a_key_is_cut_off_at_the_deadline(server):
         sender = threading.Thread(target=trickle, daemon=True)
         sender.start()
         try:
-            response = http.client.HTTPResponse(sock)
-            response.begin()
+            response = read_response(sock)
             waited = time.monotonic() - started
-            body = response.read()
         finally:
             stop.set()
             sender.join(timeout=2)
-    assert response.status == 408, body
-    assert json.loads(body)["error"]["code"] == "timeout"
+    assert json_error(response, 408)["code"] == "timeout"
     assert BODY_TIMEOUT - 0.5 < waited < BODY_TIMEOUT + 2
 
 
-def _slow_keyless_posts(server: Server, count: int) -> list[socket.socket]:
-    """Connections that announce 1,000 bytes and send 14, without a key (issue 13's probe)."""
-    slow = []
-    for _ in range(count):
-        sock = socket.create_connection(_address(server), timeout=10)
-        sock.sendall(_post_head(server, 1000, None) + b'{"messageId":"m"')
-        slow.append(sock)
-    return slow
-
-
-def _ordinary_get(server: Server) -> float:
-    started = time.monotonic()
-    response = requests.get(
-        f"{server.base_url}/api/v1/messages/tools?messageIds=m",
-        headers={"Authorization": f"Bearer {server.key}"},
-        timeout=15,
-    )
-    assert response.status_code == 200
-    return time.monotonic() - started
-
-
 def test_a_slow_body_without_a_key_is_refused_before_it_arrives(server):
-    slow = _slow_keyless_posts(server, 8)
+    slow = slow_posts(address(server), 8, key=None)
     try:
         for sock in slow:
-            response = http.client.HTTPResponse(sock)
-            response.begin()
-            assert response.status == 401
-            assert json.loads(response.read())["error"]["type"] == "authentication_error"
+            assert json_error(read_response(sock), 401)["type"] == "authentication_error"
     finally:
         for sock in slow:
             sock.close()
@@ -193,12 +139,12 @@ def test_closing_slow_connections_does_not_stall_the_worker(server):
     """gunicorn drains an unread body for up to 5 s, then closes the connection, lingering
     up to 2 s more for the client to finish. That lingering happens in the request's thread:
     on gunicorn's main loop, two slow clients stalled every other request for 3 s."""
-    slow = _slow_keyless_posts(server, 2)
+    slow = slow_posts(address(server), 2, key=None)
     try:
         started = time.monotonic()
         latencies = []
         while time.monotonic() - started < 9:
-            latencies.append(_ordinary_get(server))
+            latencies.append(ordinary_get(server.base_url, server.key))
             time.sleep(0.1)
         assert max(latencies) < 1.0, latencies
     finally:
