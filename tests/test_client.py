@@ -324,8 +324,16 @@ def test_raise_errors_raises_the_api_error(live_server, project_key):
     with pytest.raises(ToolscopeRequestError) as caught:
         client.create_message_tools("msg-bad", bad)
 
-    assert caught.value.status == 422
+    # The MessageTool endpoints answer request errors as 400 (the unique_sdk's convention).
+    assert (caught.value.status, caught.value.error) == (400, "invalid")
     assert any(d["field"] == "tools.0.roundIndex" for d in caught.value.details)
+
+
+def test_request_errors_of_older_servers_are_read_too():
+    flat = {"error": "invalid", "message": "tools: too many", "details": [{"field": "tools"}]}
+    error = ToolscopeRequestError(422, flat, "POST", "/messages/tools")
+    assert (error.error, error.details) == ("invalid", [{"field": "tools"}])
+    assert str(error) == "POST /messages/tools -> 422: tools: too many"
 
 
 def test_raise_errors_when_unreachable_raises_unavailable(project_key):

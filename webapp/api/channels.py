@@ -14,20 +14,20 @@ from ..redaction import validate_rule
 from . import serializers
 from .endpoint import endpoint
 from .schemas import (
+    WRITE_ERRORS,
     ChannelList,
     ChannelOut,
     ChannelPath,
     ChannelPut,
-    ErrorOut,
     RedactionRuleCreate,
     RedactionRuleList,
     RedactionRuleOut,
     RulePath,
+    error_responses,
 )
 
 CHANNEL_TAG = Tag(name="Channels", description="Per-channel replay freshness windows.")
 RULE_TAG = Tag(name="Redaction rules", description="Applied to tool calls before storage.")
-ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 CHANNEL = Channel.__table__
 RULE = RedactionRule.__table__
 
@@ -49,7 +49,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/channels/<name>",
         tags=[CHANNEL_TAG],
         summary="Create a channel or set its freshness window",
-        responses={200: ChannelOut, 201: ChannelOut, **ERRORS},
+        responses={200: ChannelOut, 201: ChannelOut, **WRITE_ERRORS},
     )
     @endpoint(write=True)
     def channel_put(path: ChannelPath, body: ChannelPut):
@@ -71,7 +71,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/channels",
         tags=[CHANNEL_TAG],
         summary="List channels",
-        responses={200: ChannelList, 401: ErrorOut},
+        responses={200: ChannelList},
     )
     @endpoint()
     def channel_list():
@@ -81,7 +81,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/redaction-rules",
         tags=[RULE_TAG],
         summary="List redaction rules",
-        responses={200: RedactionRuleList, 401: ErrorOut},
+        responses={200: RedactionRuleList},
     )
     @endpoint()
     def rule_list():
@@ -91,7 +91,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/redaction-rules",
         tags=[RULE_TAG],
         summary="Add a redaction rule",
-        responses={201: RedactionRuleOut, **ERRORS},
+        responses={201: RedactionRuleOut, **WRITE_ERRORS},
     )
     @endpoint(write=True)
     def rule_create(body: RedactionRuleCreate):
@@ -132,7 +132,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/redaction-rules/<rule_id>",
         tags=[RULE_TAG],
         summary="Delete a redaction rule",
-        responses={204: None, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+        responses={204: None, **error_responses(404, 422, 503)},
     )
     @endpoint(write=True)
     def rule_delete(path: RulePath):

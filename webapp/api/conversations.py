@@ -15,13 +15,13 @@ from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteCon
 from . import drafts, reads
 from .endpoint import endpoint, write_context
 from .schemas import (
+    WRITE_ERRORS,
     ConversationDetail,
     ConversationList,
     ConversationListQuery,
     ConversationOut,
     ConversationPath,
     ConversationPut,
-    ErrorOut,
     ImportCreate,
     MessageList,
     MessageOut,
@@ -30,11 +30,10 @@ from .schemas import (
     RoundPath,
     TurnCreate,
     TurnOut,
+    error_responses,
 )
 
 TAG = Tag(name="Conversations", description="Conversations, messages, turns and imports.")
-WRITE_ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
-READ_ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 
 
 def _check_id(field_path: str, value: str) -> str:
@@ -101,7 +100,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/conversations",
         tags=[TAG],
         summary="List conversations, most recently active first",
-        responses={200: ConversationList, **READ_ERRORS},
+        responses={200: ConversationList, **error_responses(422)},
     )
     @endpoint()
     def conversation_list(query: ConversationListQuery):
@@ -119,7 +118,7 @@ def register_routes(bp: APIBlueprint) -> None:
         "/conversations/<cid>",
         tags=[TAG],
         summary="A conversation with its messages, tool calls and usage",
-        responses={200: ConversationDetail, **READ_ERRORS},
+        responses={200: ConversationDetail, **error_responses(404, 422)},
     )
     @endpoint()
     def conversation_get(path: ConversationPath):

@@ -36,7 +36,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from ..auth import authenticate_api_key
 from ..body_deadline import discard_body
 from ..db import begin_write, db, utcnow
-from ..errors import ApiError, validation_details
+from ..errors import ApiError, answer_as_unique_api, validation_details
 from ..ingest import RaceLost, WriteContext, load_rules
 
 # What a write view returns: its database step, run inside the write transaction (perhaps twice).
@@ -142,12 +142,13 @@ def _sqlite_busy(exc: Exception) -> bool:
 
 
 def endpoint(
-    *, write: bool = False, prepares: bool = False
+    *, write: bool = False, prepares: bool = False, unique_api: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate an API view (below the blueprint's route decorator).
 
     `write=True`: the view runs in the write transaction. With `prepares=True` as well, the view
-    runs before it, outside any write, and returns the `Store` to run in it.
+    runs before it, outside any write, and returns the `Store` to run in it. `unique_api=True`:
+    the view's errors take the statuses the unique_sdk understands (see webapp.errors).
     """
     assert write or not prepares, "prepares=True is for write views"
 
@@ -161,6 +162,8 @@ def endpoint(
 
         @wraps(func)
         def view(**path_kwargs: Any) -> Any:
+            if unique_api:
+                answer_as_unique_api()
             # The key first: a stranger's request is refused before its body is read, so a
             # slow body without a key cannot keep this thread waiting.
             authenticate_api_key()

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import csrf
 from ..api import API_PREFIX
 from ..api.endpoint import endpoint
-from ..api.schemas import ConversationPath, ErrorOut
+from ..api.schemas import ANY_REQUEST_ERRORS, ConversationPath, error_responses
 from ..db import utcnow
 from ..errors import ApiError
 from ..replay_export import OptionError, ReplayQuery, download_filename
@@ -85,14 +85,14 @@ def create_blueprint() -> APIBlueprint:
         __name__,
         url_prefix=API_PREFIX,
         abp_security=[{"bearer": []}],
-        abp_responses={401: ErrorOut},
+        abp_responses=error_responses(*ANY_REQUEST_ERRORS),
     )
 
     @bp.get(
         "/conversations/<cid>/replay",
         tags=[TAG],
         summary="Replay a conversation as a provider payload, with diagnostics",
-        responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
+        responses={200: ReplayExportOut, **error_responses(404, 422)},
     )
     @endpoint()
     @service.without_cyclic_gc
