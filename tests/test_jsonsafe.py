@@ -61,6 +61,13 @@ def test_lone_surrogates_and_overlong_numbers_are_not_json():
             jsonsafe.loads(text)
 
 
+def test_nan_and_infinity_only_when_allowed():
+    assert jsonsafe.loads('{"a": Infinity}') == {"a": float("inf")}
+    for text in ('{"a": Infinity}', "[NaN]", "-Infinity"):
+        with pytest.raises(ValueError):
+            jsonsafe.loads(text, allow_nan=False)
+
+
 def test_parse_container_keeps_objects_and_arrays_only():
     assert jsonsafe.parse_container('  {"a": 1}') == {"a": 1}
     assert jsonsafe.parse_container("[1, 2]") == [1, 2]

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask_openapi3 import Info, OpenAPI
 from flask_wtf.csrf import CSRFProtect
+from werkzeug.routing import IntegerConverter, Map
 
 from . import db as database
 from . import errors, paths, settings
@@ -44,6 +45,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
         validation_error_callback=errors.validation_error_response,
     )
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    app.url_map.converters.update(int=_RowId, bigint=_BigRowId)
 
     config = settings.load()
     if test_config:
@@ -78,6 +80,23 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
 
     cli.init_app(app)
     return app
+
+
+class _RowId(IntegerConverter):
+    """`<int:...>` in our URLs: an id of an Integer column. A larger number matches no route
+    (404) instead of overflowing PostgreSQL's integer (a 500)."""
+
+    largest = database.MAX_INT
+
+    def __init__(self, url_map: Map, *args: Any, **kwargs: Any):
+        kwargs.setdefault("max", self.largest)
+        super().__init__(url_map, *args, **kwargs)
+
+
+class _BigRowId(_RowId):
+    """`<bigint:...>`: an id of a BigInteger column (messages, tool calls)."""
+
+    largest = database.MAX_BIGINT
 
 
 def _engine_options(url: str) -> dict[str, Any]:

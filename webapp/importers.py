@@ -128,7 +128,7 @@ def _arguments_from_json(raw: Any, path: str) -> dict[str, Any] | None:
     if not isinstance(raw, str):
         raise ImportFormatError(path, "expected arguments as a JSON string")
     try:
-        parsed = jsonsafe.loads(raw)
+        parsed = jsonsafe.loads(raw, allow_nan=False)
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}

@@ -19,11 +19,12 @@ from pydantic_core import from_json
 MAX_DEPTH = 200
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, allow_nan: bool = True) -> Any:
     """The value that JSON `text` encodes. Raises ValueError when `text` is not JSON, nests
-    deeper than `MAX_DEPTH`, or has a number too long to convert."""
+    deeper than `MAX_DEPTH`, or has a number too long to convert. `allow_nan=False` refuses
+    NaN and Infinity too (they are not JSON; PostgreSQL cannot store them)."""
     try:
-        return from_json(text)
+        return from_json(text, allow_inf_nan=allow_nan)
     except TypeError as exc:  # a str with a lone surrogate, which cannot be UTF-8
         raise ValueError(f"not JSON text: {exc}") from None
 

@@ -11,6 +11,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, render_template, request
 from markupsafe import Markup
 
+from ..db import MAX_BIGINT, MAX_INT
 from ..errors import error_response
 from .cursors import CursorError
 from .cursors import decode as decode_cursor
@@ -126,7 +127,9 @@ def not_found(what: str = "page"):
     return error_page(404, "Not found", f"There is no such {what} in this project.")
 
 
-def int_arg(name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+def int_arg(
+    name: str, default: int | None = None, *, minimum: int = 0, maximum: int = MAX_BIGINT
+) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
@@ -136,6 +139,17 @@ def int_arg(name: str, default: int | None = None, *, minimum: int = 0) -> int |
         raise BadParameter(name, "must be an integer") from None
     if value < minimum:
         raise BadParameter(name, f"must be at least {minimum}")
+    if value > maximum:
+        raise BadParameter(name, f"must be at most {maximum}")
+    return value
+
+
+def row_id(raw: str) -> int:
+    """An id of an Integer column from a form (`request.form.get(name, type=row_id)`); out of
+    range is a ValueError, so the form value counts as missing."""
+    value = int(raw)
+    if not 0 < value <= MAX_INT:
+        raise ValueError(f"{value} is not a row id")
     return value
 
 

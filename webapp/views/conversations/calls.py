@@ -48,7 +48,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
     }
 
 
-@twin_get(bp, "/calls/<int:call_id>")
+@twin_get(bp, "/calls/<bigint:call_id>")
 def call_get(call_id: int, fmt: str):
     """The detail panel (htmx), a page of its own, or the call as JSON."""
     detail = queries.get_call(current_project().id, call_id)
@@ -64,7 +64,7 @@ def call_get(call_id: int, fmt: str):
     )
 
 
-@bp.get("/calls/<int:call_id>/<any(arguments, response):field>")
+@bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>")
 def call_field_get(call_id: int, field: str):
     """One folded field in full ("show all")."""
     detail = queries.get_call(current_project().id, call_id)
@@ -87,7 +87,7 @@ def call_field_get(call_id: int, field: str):
     )
 
 
-@bp.get("/calls/<int:call_id>/<any(arguments, response):field>.txt")
+@bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>.txt")
 def call_raw_get(call_id: int, field: str):
     """The field as plain text, for the copy buttons (never rendered as HTML)."""
     detail = queries.get_call(current_project().id, call_id)
