@@ -18,9 +18,9 @@ FORMATS = ("openai-chat", "openai-responses", "anthropic")
 _ids = itertools.count()
 
 
-def _ingest(client, headers: dict[str, str], text: str) -> str:
-    """A conversation whose tool result is `text`, plus an import whose arguments are `text`,
-    under a redact_paths rule for the tool. Returns the conversation's external id."""
+def _ingest(client, headers: dict[str, str], text: str, arguments: Any = None) -> str:
+    """A conversation whose tool result is `text` (and arguments `arguments`), plus an import
+    whose arguments are `text`. Returns the conversation's external id."""
     cid = f"hostile-{next(_ids)}"
     turn = {
         "user": {"id": f"{cid}-u", "content": "look it up"},
@@ -35,7 +35,7 @@ def _ingest(client, headers: dict[str, str], text: str) -> str:
                         {
                             "id": "c1",
                             "name": "search",
-                            "arguments": {"q": "x"},
+                            "arguments": arguments or {"q": "x"},
                             "response": {"content": text},
                         }
                     ],
@@ -122,6 +122,17 @@ def test_a_deeply_nested_result_is_shown_as_text_everywhere(app, dashboard, proj
     for text in (deep_array(5000), sources_list(deep_array(5000))):
         cid = _ingest(dashboard, project_key.headers, text)
         _assert_every_surface_answers(app, dashboard, project_key.headers, cid)
+
+
+def test_arguments_nested_as_deep_as_a_body_may_be_are_shown(app, dashboard, project_key):
+    """A request body may nest 200 levels (deeper is a 400); arguments nested almost that deep
+    are stored, and every page, twin and replay shows them."""
+    arguments: dict[str, Any] = {"leaf": "x"}
+    for _ in range(185):
+        arguments = {"a": arguments}
+    _with_redact_paths_rule(dashboard, project_key.headers)
+    cid = _ingest(dashboard, project_key.headers, "ok", arguments)
+    _assert_every_surface_answers(app, dashboard, project_key.headers, cid)
 
 
 @settings(
