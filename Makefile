@@ -16,8 +16,10 @@ $(VENV)/.app-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+# The integration tests drive the agent client (its own distribution in client/) against the
+# server, so the test venv has it too, editable.
+$(VENV)/.test-installed: pyproject.toml client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]" -e ./client
 	touch $@ $(VENV)/.app-installed
 
 ## Install, migrate, load the demo data and serve on http://127.0.0.1:8000 (SQLite, no login
@@ -27,7 +29,8 @@ run: $(VENV)/.app-installed
 	$(BIN)/toolscope demo
 	TOOLSCOPE_DEV=1 $(BIN)/toolscope serve --host $(HOST) --port $(PORT)
 
-## Install the test extras and run the whole suite (SQLite, PostgreSQL, browser tests).
+## Install the test extras and run the whole suite (SQLite, PostgreSQL, browser tests; the
+## client's own tests run in a fresh venv without Flask, see tests/test_client_package.py).
 test: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest

@@ -36,11 +36,11 @@ def json_error(response: Any, status: int) -> dict[str, Any]:
     return error
 
 
-def post_head(length: int, key: str | None) -> bytes:
-    """The head of a `POST /messages/tools` announcing a body of `length` bytes."""
+def post_head(length: int, key: str | None, path: str = "/api/v1/messages/tools") -> bytes:
+    """The head of a POST (by default to /messages/tools) announcing `length` bytes of body."""
     auth = f"Authorization: Bearer {key}\r\n" if key else ""
     return (
-        "POST /api/v1/messages/tools HTTP/1.1\r\nHost: test\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: test\r\n"
         f"{auth}Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +20,8 @@ from webapp.replay import (
 )
 
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+LONG_ID = "call_" + "a" * 40
+LONG_TOOLU = "toolu_" + "B" * 50
 _UNSET: Any = object()
 
 
@@ -74,8 +77,11 @@ def assistant(
     *,
     status: str | None = "completed",
     services: tuple[ServiceCall, ...] = (),
+    imported: bool = False,
 ) -> Message:
-    return Message(row_id, f"a{row_id}", "assistant", content, at(t), status, "m", calls, services)
+    return Message(
+        row_id, f"a{row_id}", "assistant", content, at(t), status, "m", calls, services, imported
+    )
 
 
 def history(
@@ -101,14 +107,23 @@ SEARCH_TOOL = ToolDefinition(
 
 # -- hypothesis -------------------------------------------------------------------------------
 
-# Ids: empty, shared between calls, provider-invalid for Anthropic, over 64 characters.
-_IDS = st.sampled_from(["", "", "dup", "call_1", "call_2", "tc.01", "x" * 70, "toolu_A-9"])
-_NAMES = st.sampled_from(["search", "lookup", "sql_query"])
+# Ids: empty, shared between calls, provider-invalid for Anthropic, over 64 characters, over
+# Chat Completions' 40 (45 and 56 characters, the second one valid for Anthropic).
+_IDS = st.sampled_from(
+    ["", "", "dup", "call_1", "call_2", "tc.01", "x" * 70, "toolu_A-9", LONG_ID, LONG_TOOLU]
+)
+# Names providers refuse (a space, a dot, over 64 characters), two of which sanitize to the
+# same name, which a valid name already has.
+REFUSED_NAMES = ("get weather", "search.v2", "search v2", "n" * 70)
+_NAMES = st.sampled_from(["search", "lookup", "sql_query", "search_v2", *REFUSED_NAMES])
+# A result already cut by seed 004's truncator (or by an export imported back).
+CUT_RESULT = "E" * 20 + "\n[... truncated 745 tokens ...]"
 _RESPONSES = st.one_of(
     st.none(),
     st.just(""),
     st.text(max_size=30),
     st.just("E" * 3000),  # huge
+    st.just(CUT_RESULT),
     st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True).map(lambda ns: sources(*ns)),
 )
 _TEXTS = st.one_of(
@@ -176,6 +191,7 @@ def histories(draw: st.DrawFn) -> History:
                 tuple(draw(st.permutations(calls))),
                 status=draw(_STATUS),
                 services=services,
+                imported=draw(st.sampled_from([False, False, False, True])),
             )
         )
         clock += n_rounds * 2 + 1
@@ -190,6 +206,9 @@ def histories(draw: st.DrawFn) -> History:
                     SEARCH_TOOL,
                     ToolDefinition("lookup", None, None),
                     ToolDefinition("sql_query", "Run SQL.", {"type": "object", "properties": {}}),
+                    ToolDefinition("get weather", "Weather.", {"properties": {}}),
+                    ToolDefinition("search.v2", None, None),
+                    ToolDefinition("search_v2", "Search, v2.", None),
                 ]
             ),
             max_size=3,
@@ -217,3 +236,47 @@ def options(draw: st.DrawFn, fmt: str | None = None) -> ReplayOptions:
         context_budget=draw(st.sampled_from([None, 0, 20, 60, 200, 2000])),
         prune=draw(st.sampled_from(["fifo", "turns"])),
     )
+
+
+# -- the history as it stood at a moment ---------------------------------------------------------
+
+
+def event_times(h: History) -> list[datetime]:
+    """Every moment something was stored: messages, calls, responses, service calls."""
+    times = set()
+    for m in h.messages:
+        times.add(m.created_at)
+        for c in m.tool_calls:
+            times.add(c.created_at)
+            if c.response_created_at is not None:
+                times.add(c.response_created_at)
+        times.update(s.created_at for s in m.service_calls if s.created_at is not None)
+    return sorted(times)
+
+
+def as_it_stood(h: History, as_of: datetime) -> History:
+    """What was stored at ``as_of``: later rows removed, later responses not there yet, and a
+    run with anything later still in progress, without its final text."""
+    messages = []
+    for m in h.messages:
+        if m.created_at > as_of:
+            continue
+        calls = []
+        late = False
+        for c in m.tool_calls:
+            if c.created_at > as_of:
+                late = True
+                continue
+            rc = c.response_created_at
+            if rc is not None and rc > as_of:
+                late = True
+                c = replace(c, response=None, response_created_at=None)
+            calls.append(c)
+        services = tuple(
+            s for s in m.service_calls if s.created_at is None or s.created_at <= as_of
+        )
+        late = late or len(services) < len(m.service_calls)
+        if late:
+            m = replace(m, status="in_progress", content=None)
+        messages.append(replace(m, tool_calls=tuple(calls), service_calls=services))
+    return replace(h, messages=tuple(messages))

@@ -15,12 +15,12 @@ import pytest
 from analytics_data import hand_history
 
 from webapp.analytics import conversation_charts, project_charts
+from webapp.analytics.attribution import ToolAttribution
 from webapp.analytics.context import PARTS, conversation_context
 from webapp.analytics.filters import ChartFilters, FilterError, parse_filters
-from webapp.analytics.queries import DailyToolActivity, DailyUsage, ResultSizes, ServiceCallCost
+from webapp.analytics.records import DailyToolActivity, DailyUsage, ResultSizes, ServiceCallCost
 from webapp.analytics.tables import Chart, Column, Table
 from webapp.analytics.windows import ContextWindow, context_window
-from webapp.attribution import ToolAttribution
 from webapp.tokens import count_tokens
 
 D1, D2, D3 = date(2025, 3, 10), date(2025, 3, 11), date(2025, 3, 12)

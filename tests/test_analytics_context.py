@@ -14,9 +14,9 @@ from analytics_data import PARAMS, at, call, hand_history
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webapp.analytics.attribution import ToolAttribution
 from webapp.analytics.context import PARTS, StoredCounts, conversation_context
 from webapp.analytics.tool_costs import InputPrices, attribution_turns, tool_attribution
-from webapp.attribution import ToolAttribution
 from webapp.pricing import PriceOverride
 from webapp.replay import ReplayOptions, make_synthetic_history
 from webapp.replay.build import build_plan, sorted_messages
@@ -270,6 +270,38 @@ def test_a_failed_run_is_carried_only_in_per_service_call_mode(
     assert ctx.bars[-1].tool_results == second_run_results
     # The failed run still made two service calls, which the chart shows.
     assert [b.label for b in ctx.bars] == ["#1 r0", "#1 r1", "#2 r0"]
+
+
+@pytest.mark.parametrize("imported", [False, True])
+def test_imported_results_never_go_stale_as_in_the_replay(imported: bool) -> None:
+    history = History(
+        "c",
+        None,
+        None,
+        (),
+        (
+            Message(1, "u1", "user", "q", at(0)),
+            Message(
+                2,
+                "a1",
+                "assistant",
+                "done",
+                at(1),
+                "completed",
+                None,
+                (call(10, 0, 0, "lookup", "x", 2),),
+                imported=imported,
+            ),
+            Message(3, "u2", "user", "an hour later", at(3600)),
+            Message(4, "a2", "assistant", "ok", at(3601), "completed"),
+        ),
+    )
+    ctx = conversation_context(
+        history, StoredCounts(results={10: 70}), count=count_tokens, freshness_seconds=300
+    )
+    carried = 70 if imported else 0
+    assert ctx.bars[-1].tool_results == carried
+    assert {r.call_row_id: r.later_runs for r in ctx.results} == {10: 1 if imported else 0}
 
 
 def test_empty_history() -> None:

@@ -94,8 +94,8 @@ def test_conversation_charts_hand_computed(dashboard, seeded: Seeded) -> None:
 
 def test_conversation_options_change_the_replay(dashboard, seeded: Seeded) -> None:
     url = f"/conversations/{seeded.c1}/charts.json"
-    off = get_json(dashboard, url, freshness="off", budget="1000")
-    assert off["options"] == {"freshness": "off", "budget": "1000"}
+    off = get_json(dashboard, url, freshness="off", context_budget="1000")
+    assert off["options"] == {"freshness": "off", "context_budget": "1000"}
     assert off["freshness_seconds"] is None
     # Without a window a1's and a2's results stay in a3's context: 450 + 1000.
     assert rows(off["charts"]["context"])[-1]["tool_results"] == 1450
@@ -184,10 +184,10 @@ def test_project_csv_equals_the_json_rows(dashboard, seeded: Seeded, chart: str)
 
 
 def test_conversation_csv_equals_the_json_rows(dashboard, seeded: Seeded) -> None:
-    d = get_json(dashboard, f"/conversations/{seeded.c1}/charts.json", budget="500")
+    d = get_json(dashboard, f"/conversations/{seeded.c1}/charts.json", context_budget="500")
     for name, chart in d["charts"].items():
         response = dashboard.get(
-            f"/conversations/{seeded.c1}/charts/{name}.csv", query_string={"budget": "500"}
+            f"/conversations/{seeded.c1}/charts/{name}.csv", query_string={"context_budget": "500"}
         )
         assert csv_records(response) == [as_csv_text(r) for r in rows(chart)], name
 
@@ -201,7 +201,7 @@ def test_conversation_csv_equals_the_json_rows(dashboard, seeded: Seeded) -> Non
         ("/costs.json?from=soon", "from"),
         ("/costs/cost.csv?from=2025-02-01&to=2025-01-01", "from"),
         ("/conversations/1/charts.json?persistence=never", "persistence"),
-        ("/conversations/1/charts.json?budget=-5", "budget"),
+        ("/conversations/1/charts.json?context_budget=-5", "context_budget"),
         ("/conversations/1/charts/context.csv?freshness=soon", "freshness"),
     ],
 )
@@ -290,7 +290,7 @@ def test_charts_page_for_the_conversation_page_include(dashboard, seeded: Seeded
     doc = page(dashboard.get(f"/conversations/{seeded.c1}/charts"))
     form = doc.one("#conversation-charts form")
     assert form.get("hx-get") == f"/conversations/{seeded.c1}/charts"
-    assert {i.get("name") for i in form.select("input")} == {"freshness", "budget"}
+    assert {i.get("name") for i in form.select("input")} == {"freshness", "context_budget"}
 
 
 def test_long_tables_are_cut_on_the_page_but_not_in_csv(app, dashboard, project_key) -> None:
@@ -428,7 +428,7 @@ def test_page_links_point_at_the_pages_not_their_json_twins(app) -> None:
     from flask import url_for
 
     with app.test_request_context():
-        assert url_for("analytics.costs_get") == "/costs"
-        assert url_for("analytics.conversation_charts_get", conversation_id=7) == (
+        assert url_for("costs.costs_get") == "/costs"
+        assert url_for("conversations.conversation_charts_get", conversation_id=7) == (
             "/conversations/7/charts"
         )

@@ -10,8 +10,9 @@ from api_support import assert_error, row_counts
 from sqlalchemy import select
 
 from webapp.db import db
-from webapp.history_loader import load_history
 from webapp.models import Conversation
+from webapp.queries.conversations import find_conversation
+from webapp.queries.histories import load_history
 from webapp.replay import ReplayOptions, replay
 
 CHAT = {
@@ -122,10 +123,11 @@ def import_payload(client, key, cid, fmt, payload, **extra):
 
 def replay_payload(app, cid: str, fmt: str) -> dict:
     with app.app_context():
-        conversation = db.session.scalar(
-            select(Conversation).where(Conversation.external_id == cid)
+        project_id = db.session.scalar(
+            select(Conversation.project_id).where(Conversation.external_id == cid)
         )
-        history = load_history(conversation)
+        conversation = find_conversation(project_id, external_id=cid)
+        history = load_history(conversation).history
         options = ReplayOptions(
             format=fmt, freshness_seconds=None, compact_sources=False, trim_trailing=False
         )

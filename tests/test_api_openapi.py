@@ -11,7 +11,7 @@ from browser_support import (
     new_page,
 )
 
-from webapp.api import schemas
+from webapp.api import meta, schemas
 
 ENDPOINTS = {
     ("/api/v1/messages/tools", "post"): (
@@ -52,6 +52,7 @@ ENDPOINTS = {
         schemas.RedactionRuleOut,
     ),
     ("/api/v1/redaction-rules/{rule_id}", "delete"): (None, "204", None),
+    ("/api/v1/meta", "get"): (None, "200", meta.MetaOut),
 }
 
 

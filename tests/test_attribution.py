@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webapp.attribution import ServiceCall, ToolAttribution, ToolResult, attribute
+from webapp.analytics.attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from webapp.pricing import input_price_per_token
 
 USD2 = Decimal("0.000002")  # $2 per 1M input tokens

@@ -104,9 +104,9 @@ def test_conversation_charts_render_with_window_and_budget(live_server, seeded, 
     assert window["visible"] == "legendonly"  # far above a 1,518-token context
     browser.shot("conversation-charts")
 
-    with page.expect_response(lambda r: "budget=1000" in r.url):
-        page.fill("input[name=budget]", "1000")
-        page.press("input[name=budget]", "Enter")
+    with page.expect_response(lambda r: "context_budget=1000" in r.url):
+        page.fill("input[name=context_budget]", "1000")
+        page.press("input[name=context_budget]", "Enter")
     page.wait_for_selector("[data-chart='context']")
     browser.draw_all()
     assert browser.trace("context", "Replay budget (1,000)")["y"] == [1000, 1000]

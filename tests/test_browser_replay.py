@@ -89,7 +89,7 @@ def test_the_options_form_updates_the_preview_without_a_reload(
     browser.shot("replay-preview")
     browser.mark_document()
 
-    with page.expect_response(lambda r: "/replay/fragment" in r.url):
+    with page.expect_response(lambda r: "/replay?" in r.url):
         page.select_option("select[name=format]", "anthropic")
     page.wait_for_function("() => location.search.includes('format=anthropic')")
     assert "Anthropic Messages" in page.locator(".replay-asof").inner_text()
@@ -122,7 +122,7 @@ def test_a_refused_option_shows_why_and_a_corrected_one_recovers(
     page.press("input[name=context_budget]", "Tab")
     assert not page.evaluate("() => document.querySelector('#replay-options').checkValidity()")
     # ...but a number the browser accepts and the server cannot use is answered in the page.
-    with page.expect_response(lambda r: "/replay/fragment" in r.url and r.status == 422):
+    with page.expect_response(lambda r: "/replay?" in r.url and r.status == 422):
         page.fill("input[name=context_budget]", "1e99")
         page.press("input[name=context_budget]", "Tab")
     page.wait_for_selector(".replay-error")
@@ -130,7 +130,7 @@ def test_a_refused_option_shows_why_and_a_corrected_one_recovers(
     assert page.url == url_before  # the address keeps the options that work
     browser.shot("replay-refused-option")
 
-    with page.expect_response(lambda r: "/replay/fragment" in r.url and r.status == 200):
+    with page.expect_response(lambda r: "/replay?" in r.url and r.status == 200):
         page.fill("input[name=context_budget]", "60")
         page.press("input[name=context_budget]", "Tab")
     page.wait_for_selector(".replay-stats")
@@ -147,7 +147,7 @@ def test_raw_json_view_survives_updates_and_copy_puts_the_payload_on_the_clipboa
     page.click("label[for=view-json]")
     assert page.locator("#replay-raw-json").is_visible()
     assert not page.locator(".view-chat").is_visible()
-    with page.expect_response(lambda r: "/replay/fragment" in r.url):
+    with page.expect_response(lambda r: "/replay?" in r.url):
         page.select_option("select[name=format]", "openai-responses")
     page.wait_for_function("() => location.search.includes('format=openai-responses')")
     # Still the JSON view, and the address says so.

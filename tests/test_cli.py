@@ -5,12 +5,13 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from webapp.auth import hash_key
+from webapp.cli import main
 from webapp.db import db
 from webapp.models import ApiKey
 
 
 def test_keys_create_prints_a_key_that_is_stored_only_as_hash(app, runner):
-    result = runner.invoke(args=["keys", "create", "--project", "acme", "--name", "ci"])
+    result = runner.invoke(main, args=["keys", "create", "--project", "acme", "--name", "ci"])
     assert result.exit_code == 0, result.output
     plain = result.output.strip()
     assert plain.startswith("ts_") and len(plain) > 30
@@ -21,13 +22,13 @@ def test_keys_create_prints_a_key_that_is_stored_only_as_hash(app, runner):
 
 
 def test_keys_list_and_revoke(app, runner):
-    runner.invoke(args=["keys", "create", "--project", "acme"])
-    listed = runner.invoke(args=["keys", "list"])
+    runner.invoke(main, args=["keys", "create", "--project", "acme"])
+    listed = runner.invoke(main, args=["keys", "list"])
     assert "acme" in listed.output and "active" in listed.output
-    revoked = runner.invoke(args=["keys", "revoke", "1"])
+    revoked = runner.invoke(main, args=["keys", "revoke", "1"])
     assert revoked.exit_code == 0
-    assert "revoked" in runner.invoke(args=["keys", "list"]).output
-    missing = runner.invoke(args=["keys", "revoke", "99"])
+    assert "revoked" in runner.invoke(main, args=["keys", "list"]).output
+    missing = runner.invoke(main, args=["keys", "revoke", "99"])
     assert missing.exit_code != 0 and "no key with id 99" in missing.output
 
 
@@ -73,7 +74,7 @@ def test_purge_deletes_idle_conversations_with_their_rows_and_old_orphans(app, r
         )
         db.session.commit()
 
-    result = runner.invoke(args=["purge", "--older-than", "30"])
+    result = runner.invoke(main, args=["purge", "--older-than", "30"])
     assert result.exit_code == 0, result.output
     assert "purged 1 conversations and 1 orphan messages" in result.output
     with app.app_context():

@@ -1,8 +1,9 @@
-"""The Python client against a real server over HTTP, on both databases.
+"""The Python client (toolscope-client, client/) against a real server over HTTP, on both
+databases. Its own tests, without Flask, are in client/tests (see test_client_package.py).
 
-What an agent relies on: big batches are split within the server's limits and all stored,
-retries never duplicate anything, 4xx are not retried, and a Toolscope that is down never
-raises into the agent's loop (payloads wait in a bounded buffer and are delivered later).
+What an agent relies on: big batches are split within the limits the server announces and all
+stored, retries never duplicate anything, 4xx are not retried, and a Toolscope that is down
+never raises into the agent's loop (payloads wait in a bounded buffer and are delivered later).
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ import requests
 from openai import OpenAI
 from openai.types.chat import ChatCompletion
 from sqlalchemy import func, select
-from werkzeug.serving import make_server
-
-from webapp.bench.server import free_port
-from webapp.client import (
+from toolscope_client import (
     ToolscopeClient,
     ToolscopeRequestError,
     ToolscopeUnavailable,
     calls_from_openai,
     usage_from_openai,
 )
+from werkzeug.serving import make_server
+
+from webapp.bench.server import free_port
 from webapp.db import db, utcnow
 from webapp.models import Message, ServiceCall, ToolInvocation
 
@@ -47,6 +48,9 @@ def serve(wsgi_app: Any, port: int = 0) -> Iterator[str]:
         thread.join(timeout=5)
 
 
+META = ("GET", "/api/v1/meta")
+
+
 class CountingAdapter(requests.adapters.HTTPAdapter):
     """Counts the HTTP attempts the client makes, including ones that never get an answer."""
 
@@ -57,6 +61,11 @@ class CountingAdapter(requests.adapters.HTTPAdapter):
     def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         self.sent.append((request.method, request.path_url))
         return super().send(request, *args, **kwargs)
+
+    @property
+    def api_calls(self) -> list[tuple[str, str]]:
+        """The requests other than the client's one question for the server's limits."""
+        return [sent for sent in self.sent if sent != META]
 
 
 def counting_session() -> tuple[requests.Session, CountingAdapter]:
@@ -128,7 +137,7 @@ def test_120_calls_become_3_requests_and_are_all_stored(app, live_server, projec
 
     answer = client.create_message_tools("msg-120", tool_items(120))
 
-    assert [method for method, _ in adapter.sent] == ["POST", "POST", "POST"]
+    assert adapter.sent == [META] + [("POST", "/api/v1/messages/tools")] * 3
     assert answer is not None and len(answer["data"]) == 120
     assert answer["object"] == "list" and answer["has_more"] is False
     assert stored_calls(app, "msg-120") == 120
@@ -176,9 +185,44 @@ def test_450_message_ids_are_fetched_in_3_gets_and_merged(app, live_server, proj
 
     result = client.get_message_tools([f"m{n}" for n in range(450)])
 
-    assert [method for method, _ in adapter.sent] == ["GET", "GET", "GET"]
+    assert [method for method, _ in adapter.api_calls] == ["GET", "GET", "GET"]
     assert {t["messageId"] for t in result["data"]} == {f"m{n}" for n in range(450)}
     assert len(result["data"]) == 450
+
+
+def test_the_limits_are_asked_once_and_reused(live_server, project_key):
+    session, adapter = counting_session()
+    client = make_client(live_server, project_key, session=session)
+
+    client.create_message_tools("msg-a", tool_items(3))
+    client.get_message_tools(["msg-a"])
+    client.record_round("chat-a", "a-a", 0, [])
+
+    assert adapter.sent.count(META) == 1
+    assert client.limits.max_tools_per_request == 50
+
+
+@pytest.mark.parametrize(
+    "app_config", [{"MAX_TOOLS_PER_REQUEST": 20, "MAX_IDS_PER_REQUEST": 30}]
+)
+def test_the_client_follows_a_server_with_lower_limits(app, live_server, project_key):
+    session, adapter = counting_session()
+    client = make_client(live_server, project_key, session=session)
+
+    stored = client.create_message_tools("msg-low", tool_items(50))
+    fetched = client.get_message_tools(["msg-low"] + [f"unknown-{n}" for n in range(40)])
+    turn = client.record_turn(
+        "chat-low",
+        user={"id": "u-low", "role": "user", "content": "go"},
+        assistant={"id": "a-low", "content": "done"},
+        rounds=[{"calls": [{"id": f"c{n}", "name": "search", "arguments": {}}]} for n in range(25)],
+    )
+
+    assert stored is not None and fetched["data"] and turn is not None
+    assert client.rejected == 0
+    message_tools = [m for m, path in adapter.api_calls if path.startswith("/api/v1/messages/")]
+    assert message_tools == ["POST"] * 3 + ["GET"] * 2
+    assert stored_calls(app, "msg-low") == 50 and stored_calls(app, "a-low") == 25
 
 
 def test_no_message_ids_means_no_request(live_server, project_key):
@@ -262,6 +306,17 @@ def test_record_round_first_without_then_with_responses(app, live_server, projec
     assert stored_calls(app) == 1
 
 
+def test_a_round_over_the_limit_answers_the_message_with_every_call(app, live_server, project_key):
+    client = make_client(live_server, project_key)
+    calls = [{"id": f"c{n}", "name": "search", "arguments": {}} for n in range(60)]
+
+    answer = client.record_round("chat-60", "a-60", 0, calls, status="completed")
+
+    assert answer["object"] == "message" and answer["status"] == "completed"
+    assert [c["sequence_index"] for c in answer["tool_calls"]] == list(range(60))
+    assert stored_calls(app, "a-60") == 60
+
+
 def test_a_turn_with_more_calls_than_one_request_takes_is_split(app, live_server, project_key):
     session, adapter = counting_session()
     client = make_client(live_server, project_key, session=session)
@@ -279,7 +334,7 @@ def test_a_turn_with_more_calls_than_one_request_takes_is_split(app, live_server
 
     assert stored is not None
     assert stored_calls(app, "a-big") == 90
-    assert all(method in ("POST", "GET") for method, _ in adapter.sent)
+    assert all(method in ("POST", "GET") for method, _ in adapter.api_calls)
 
 
 # -- failures ------------------------------------------------------------------------------------
@@ -310,7 +365,7 @@ def test_4xx_is_not_retried_nor_buffered(app, live_server, project_key, caplog):
     with caplog.at_level(logging.WARNING, logger="toolscope.client"):
         assert client.create_message_tools("msg-bad", bad) is None
 
-    assert len(adapter.sent) == 1
+    assert len(adapter.api_calls) == 1
     assert client.pending == 0 and client.rejected == 1
     assert "tools.2.functionName" in caplog.text
     assert stored_calls(app) == 0
@@ -327,13 +382,6 @@ def test_raise_errors_raises_the_api_error(live_server, project_key):
     # The MessageTool endpoints answer request errors as 400 (the unique_sdk's convention).
     assert (caught.value.status, caught.value.error) == (400, "invalid")
     assert any(d["field"] == "tools.0.roundIndex" for d in caught.value.details)
-
-
-def test_request_errors_of_older_servers_are_read_too():
-    flat = {"error": "invalid", "message": "tools: too many", "details": [{"field": "tools"}]}
-    error = ToolscopeRequestError(422, flat, "POST", "/messages/tools")
-    assert (error.error, error.details) == ("invalid", [{"field": "tools"}])
-    assert str(error) == "POST /messages/tools -> 422: tools: too many"
 
 
 def test_raise_errors_when_unreachable_raises_unavailable(project_key):
@@ -365,8 +413,10 @@ def test_server_down_buffers_and_flushes_when_it_is_back(app, project_key, caplo
         )
 
     assert client.pending == 5 and client.dropped == 0
-    # The first write tried 1 + 2 retries; the later ones went straight to the buffer.
-    assert len(adapter.sent) == 3
+    # One question for the limits (never retried), then the first write tried 1 + 2 retries;
+    # the later ones went straight to the buffer, without asking for the limits again.
+    assert adapter.sent.count(META) == 1
+    assert len(adapter.api_calls) == 3
     unreachable = [r for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(unreachable) == 1
 

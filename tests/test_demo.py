@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 
 from webapp import create_app
 from webapp.bench.server import BenchSetupError, scratch_postgres
+from webapp.cli import main
 from webapp.db import db
 from webapp.demo import load_demo
 from webapp.demo.large import LARGE_ID, large_conversation
@@ -332,13 +333,13 @@ def test_reset_reloads_relative_to_now(app):
 
 
 def test_cli_prints_a_key_only_when_the_project_has_none(app, runner):
-    first = runner.invoke(args=["demo"])
+    first = runner.invoke(main, args=["demo"])
     assert first.exit_code == 0, first.output
     assert "14 conversations loaded" in first.output
     keys = [word for word in first.output.split() if word.startswith("ts_")]
     assert len(keys) == 1
 
-    second = runner.invoke(args=["demo"])
+    second = runner.invoke(main, args=["demo"])
     assert second.exit_code == 0, second.output
     assert "0 conversations loaded, 14 already there" in second.output
     assert "ts_" not in second.output

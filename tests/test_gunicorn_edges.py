@@ -86,7 +86,7 @@ def test_requests_gunicorn_refuses_are_answered_with_the_json_error_document(ser
 def test_a_413_reaches_a_client_that_sends_the_whole_body_before_reading(server):
     size = 12 * 1024 * 1024  # over MAX_BODY_BYTES (8 MiB)
     with socket.create_connection(address(server), timeout=10) as sock:
-        sock.sendall(post_head(size, server.key))
+        sock.sendall(post_head(size, server.key, "/api/v1/conversations/c1/messages"))
         chunk = b" " * (1024 * 1024)
         for _ in range(size // len(chunk)):
             sock.sendall(chunk)  # a reset connection would fail here (BrokenPipeError)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import factories as f
 from dashboard_support import HTMX, dashboard_fixture, data, page  # noqa: F401
 
-from webapp.views import timeline_model as model
+from webapp.views.conversations import timeline_model as model
 
 
 def conversation_rows(doc):

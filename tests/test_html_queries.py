@@ -38,11 +38,12 @@ def test_list_page_queries_do_not_grow_with_conversations(
     large, response = count_get(dashboard, count_queries, "/conversations")
     fragment_large, _ = count_get(dashboard, count_queries, "/conversations?q=c", headers=HTMX)
     assert len(page(response).select("tr[data-row-id]")) == 31
-    # Newest activity (for the live poll), the page, three aggregates, channels for the filter.
-    assert small == large == 8
-    assert fragment_small == fragment_large == 6
+    # Newest activity (for the live poll), the page, its aggregates (one statement), channels
+    # for the filter.
+    assert small == large == 6
+    assert fragment_small == fragment_large == 4
     # Sorted by an aggregate: no live poll, no switcher, no channels.
-    assert count_get(dashboard, count_queries, "/conversations.json?sort=tokens")[0] == 5
+    assert count_get(dashboard, count_queries, "/conversations.json?sort=tokens")[0] == 3
 
 
 def test_conversation_page_queries_do_not_grow_with_calls(
@@ -58,8 +59,8 @@ def test_conversation_page_queries_do_not_grow_with_calls(
     small, _ = count_get(dashboard, count_queries, f"/conversations/{small_id}")
     large, response = count_get(dashboard, count_queries, f"/conversations/{large_id}")
     # Conversation, newest call id, messages, first calls (one window query), usage,
-    # three aggregates for the header, tools offered.
-    assert small == large == 11
+    # the aggregates for the header (one statement), tools offered.
+    assert small == large == 9
     doc = page(response)
     # Turn fragments and run chunks: constant too.
     next_page = next(
@@ -110,7 +111,7 @@ def test_ten_thousand_calls_open_with_a_small_first_response(
     doc = page(response)
     assert doc.one("#conv-summary").text.split()[4:6] == ["10,000", "tool"]
     assert len(doc.select(".call-card")) <= 90
-    assert queries == 11
+    assert queries == 9
     # So is every lazily loaded page after it.
     url = next(
         n.get("hx-get") for n in doc.select("#timeline .loader") if "cursor=" in n.get("hx-get")

@@ -18,7 +18,8 @@ from sqlalchemy import select
 
 from webapp.db import db
 from webapp.models import ToolInvocation
-from webapp.replay_views.chat import ENTRY_LIMIT
+from webapp.replay.names import tool_name_map
+from webapp.views.replay.chat import ENTRY_LIMIT
 
 
 def replay_url(conversation_id: int, **params) -> str:
@@ -48,10 +49,10 @@ def call_rows(app, conversation_id: int) -> dict[str, int]:
 # --- The page -------------------------------------------------------------------------------------
 
 
-def test_the_page_has_the_options_form_wired_to_the_fragment(dashboard, support):
+def test_the_page_has_the_options_form_wired_to_its_own_url(dashboard, support):
     doc = page(dashboard.get(replay_url(support)))
     form = doc.one("form#replay-options")
-    assert form.get("hx-get") == f"/conversations/{support}/replay/fragment"
+    assert form.get("hx-get") == f"/conversations/{support}/replay"
     assert form.get("hx-trigger") == "change"
     assert form.get("hx-target") == "#replay-result"
     assert form.get("hx-push-url") == "true"
@@ -390,8 +391,14 @@ def test_hostile_ids_are_text_in_the_raw_json_too(dashboard, hostile):
     doc = page(dashboard.get(f"/conversations/{hostile}/replay?freshness=off"))
     payload = json.loads(doc.one("pre#replay-raw-json").text)
     assert payload["messages"][0]["content"] == f"System {XSS}"
+    # Providers refuse such tool names: the replay sends names they accept, and its diagnostics
+    # name the stored ones, as text.
+    sent = tool_name_map([f"fn{XSS}", ATTR, "late"])
     names = [c.text for c in doc.select(".pair .fn")]
-    assert names == [f"fn{XSS}", ATTR]
+    assert names == [sent[f"fn{XSS}"], sent[ATTR]]
+    badges = [b.text.strip() for b in doc.select(".pair .badge")]
+    assert badges.count("name renamed") == 2
+    assert f"fn{XSS}" in doc.text and ATTR in doc.text
 
 
 # --- Access and queries ---------------------------------------------------------------------------

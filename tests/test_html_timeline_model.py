@@ -8,11 +8,13 @@ from decimal import Decimal
 
 import pytest
 
+from webapp.queries import cursors
 from webapp.queries.records import CallRecord, MessageRecord
-from webapp.views import badges, cursors, formatting, gantt
-from webapp.views import timeline_model as model
+from webapp.views import formatting
 from webapp.views.common import BadParameter
-from webapp.views.list_filters import parse_filters
+from webapp.views.conversations import badges, gantt
+from webapp.views.conversations import timeline_model as model
+from webapp.views.conversations.list_filters import parse_filters
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -115,12 +117,6 @@ def test_stale_uses_the_response_time_or_else_the_call_time():
     assert kinds(call(response=False, created_at=old)) == ["no-response"]
 
 
-def test_channel_window_overrides_the_project_window():
-    assert badges.effective_freshness(60, 300) == 60
-    assert badges.effective_freshness(0, 300) == 0
-    assert badges.effective_freshness(None, 300) == 300
-    assert badges.effective_freshness(None, None) is None
-
 
 def test_truncation_forecast_uses_the_token_cap():
     assert kinds(call(response_tokens=2001)) == ["truncated"]
@@ -139,6 +135,24 @@ def test_compaction_forecast_names_the_uncited_sources():
     assert kinds(c, cited=badges.citations("[source1][source2][source3]")) == []
     assert kinds(c, cited=badges.citations(None)) == []
     assert kinds(call(list_response='[{"a": 1}]'), cited=frozenset({1})) == []
+
+
+def test_imported_calls_are_forecast_neither_stale_nor_compacted():
+    """The replay sends an imported run as it was sent (issue 12): no window, no compaction."""
+    sources = json.dumps([{"source_number": n, "text": "t"} for n in (1, 2)])
+    old = call(answered=NOW - timedelta(hours=5), list_response=sources)
+    cited = badges.citations("See [source1].")
+    assert kinds(old, cited=cited) == ["stale", "compacted"]
+    assert [b.kind for b in model.call_view(old, CTX, cited, imported=True).badges] == []
+    run = model.run_view(
+        MessageRecord(1, "m1", "assistant", "See [source1].", NOW, None, None, None, True),
+        [old],
+        ctx=CTX,
+        usage=None,
+        has_more=False,
+        with_waterfall=False,
+    )
+    assert run.rounds[0].calls[0].badges == []
 
 
 def test_waterfall_bars_overlap_for_parallel_calls_and_escape_names():

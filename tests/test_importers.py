@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.importers import ImportFormatError, import_conversation
+from webapp.ingest.importers import ImportFormatError, import_conversation
 
 
 def calls_of(message):
@@ -15,7 +15,7 @@ def openai_call(call_id: str, name: str, arguments: str = "{}") -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def test_openai_chat_rounds_parallel_calls_and_final_text():
+def test_openai_chat_rounds_parallel_calls_text_beside_calls_and_final_text():
     imported = import_conversation(
         "openai-chat",
         messages=[
@@ -43,17 +43,17 @@ def test_openai_chat_rounds_parallel_calls_and_final_text():
         id_prefix="imp-x",
     )
     assert imported.system_prompt == "Be brief."
-    user, assistant, thanks = imported.messages
+    user, first, second, thanks = imported.messages
     assert (user.id, user.role, user.content) == ("imp-x-0", "user", "Weather?")
-    assert (assistant.id, assistant.role, assistant.content) == ("imp-x-1", "assistant", "Sunny.")
-    assert calls_of(assistant) == [
-        ("a", "geo", 0, 0, "A"),
-        ("b", "geo", 0, 1, "B"),
-        ("c", "weather", 1, 0, ""),
-    ]
-    assert assistant.tool_calls[0].arguments == {"city": "Zurich"}
-    assert assistant.tool_calls[1].arguments == {}
-    assert (thanks.id, thanks.content) == ("imp-x-2", "Thanks")
+    # "Let me check" was sent to the model: it closes the turn collecting rounds, and the call
+    # made next to it starts the next one.
+    assert (first.id, first.role, first.content) == ("imp-x-1", "assistant", "Let me check")
+    assert calls_of(first) == [("a", "geo", 0, 0, "A"), ("b", "geo", 0, 1, "B")]
+    assert first.tool_calls[0].arguments == {"city": "Zurich"}
+    assert first.tool_calls[1].arguments == {}
+    assert (second.id, second.content) == ("imp-x-2", "Sunny.")
+    assert calls_of(second) == [("c", "weather", 0, 0, "")]
+    assert (thanks.id, thanks.content) == ("imp-x-3", "Thanks")
 
 
 def test_a_second_turn_without_a_final_text_starts_after_the_user_message():
@@ -177,8 +177,9 @@ def test_anthropic_tool_use_and_tool_result_blocks():
         id_prefix="p",
     )
     assert imported.system_prompt == "You onboard vendors."
-    user, assistant, great = imported.messages
+    user, checking, assistant, great = imported.messages
     assert user.content == "Onboard TechCorp"
+    assert (checking.role, checking.content, checking.tool_calls) == ("assistant", "Checking.", [])
     assert calls_of(assistant) == [
         ("tc_01", "vendor_lookup", 0, 0, "not found"),
         ("tc_02", "credit_check", 0, 1, "boom"),
@@ -214,6 +215,89 @@ def test_anthropic_results_and_the_next_question_in_one_user_message():
         ("user", "q2"),
     ]
     assert imported.messages[1].tool_calls[0].response == ""
+
+
+def test_anthropic_text_next_to_tool_use_closes_the_open_turn_and_the_calls_start_the_next():
+    """A replay export merges one run's answer with the next run's tool_use into one assistant
+    message (Anthropic wants alternating roles); both are kept, as the two runs they were."""
+    imported = import_conversation(
+        "anthropic",
+        messages=[
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Found it [source1]."},
+                    {"type": "tool_use", "id": "c2", "name": "g", "input": {}},
+                ],
+            },
+        ],
+        id_prefix="p",
+    )
+    _user, first, second = imported.messages
+    assert (first.content, calls_of(first)) == ("Found it [source1].", [("c1", "f", 0, 0, "")])
+    assert (second.content, calls_of(second)) == (None, [("c2", "g", 0, 0, None)])
+
+
+def test_anthropic_text_blocks_are_one_message_each_and_the_first_takes_the_given_id():
+    imported = import_conversation(
+        "anthropic",
+        messages=[
+            {
+                "role": "user",
+                "id": "mine",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}],
+            },
+        ],
+        id_prefix="p",
+    )
+    assert [(m.id, m.role, m.content) for m in imported.messages] == [
+        ("mine", "user", "a"),
+        ("p-1", "user", "b"),
+        ("p-2", "assistant", "x"),
+        ("p-3", "assistant", "y"),
+    ]
+
+
+def test_openai_responses_instructions_are_the_system_prompt_and_system_items_stay_items():
+    imported = import_conversation(
+        "openai-responses",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        id_prefix="p",
+    )
+    assert imported.system_prompt is None
+    assert [(m.role, m.content) for m in imported.messages] == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+    ]
+    chat = import_conversation(
+        "openai-chat",
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        id_prefix="p",
+    )
+    assert chat.system_prompt == "Be brief." and len(chat.messages) == 1
+
+
+def test_the_schema_sent_for_a_tool_without_one_reads_back_as_none():
+    """Responses and Anthropic always send a schema; the empty one stands for "none"."""
+    empty = {"type": "object", "properties": {}}
+    for fmt, tool in (
+        ("openai-responses", {"type": "function", "name": "f", "parameters": empty}),
+        ("anthropic", {"name": "f", "input_schema": empty}),
+    ):
+        (read,) = import_conversation(fmt, messages=[], tools=[tool], id_prefix="p").tools
+        assert read["parameters"] is None, fmt
+    chat_tool = {"type": "function", "function": {"name": "f", "parameters": empty}}
+    (read,) = import_conversation(
+        "openai-chat", messages=[], tools=[chat_tool], id_prefix="p"
+    ).tools
+    assert read["parameters"] == empty
 
 
 def test_tools_in_every_provider_shape():

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from replay_strategies import SEARCH_TOOL, assistant, at, call, history, sources, user
 
 from webapp.replay import ReplayOptions, make_synthetic_history, replay, validate
-from webapp.replay.options import heuristic_tokens
-from webapp.replay_diff import diff_replays, payload_call_ids, payload_call_rows
-from webapp.replay_export import (
+from webapp.replay.diff import diff_replays, payload_call_ids, payload_call_rows
+from webapp.replay.export import (
     SCHEMA_VERSION,
-    ConversationInfo,
     OptionError,
     ReplayQuery,
     comparison_params,
@@ -27,9 +26,10 @@ from webapp.replay_export import (
     query_params,
     replay_options,
 )
-from webapp.replay_views.chat import chat_entries, mark_entries, window
-from webapp.replay_views.diagnostics_list import diagnostics_list
-from webapp.replay_views.form import form_state, turn_choices
+from webapp.replay.options import heuristic_tokens
+from webapp.views.replay.chat import chat_entries, mark_entries, window
+from webapp.views.replay.diagnostics_list import diagnostics_list
+from webapp.views.replay.form import form_state, turn_choices
 
 NOW = datetime(2025, 1, 1, 13, 0, tzinfo=UTC)
 TURNS = [at(0), at(100)]
@@ -215,7 +215,7 @@ def test_the_document_carries_everything_the_issue_lists():
     )
     result = replay(h, options)
     doc = export_document(
-        ConversationInfo("conv-1", "Refunds", "support"),
+        SimpleNamespace(external_id="conv-1", title="Refunds", channel="support"),
         query,
         options,
         result,

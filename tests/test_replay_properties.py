@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from webapp.replay import (
@@ -19,11 +20,12 @@ from webapp.replay import (
 )
 from webapp.replay.build import latest_moment, sorted_messages
 from webapp.replay.formats import payload_messages
+from webapp.replay.names import name_is_valid, tool_name_map
 
 try:  # tests/ is on sys.path when pytest imports test modules by path
-    from replay_strategies import histories, options
+    from replay_strategies import as_it_stood, event_times, histories, options
 except ImportError:  # pragma: no cover - tests/ is a package
-    from tests.replay_strategies import histories, options
+    from tests.replay_strategies import as_it_stood, event_times, histories, options
 
 SETTINGS = settings(
     max_examples=150,
@@ -126,3 +128,69 @@ def test_naive_lint_finds_problems_whenever_raw_rows_are_broken(
     # ...while the real replay of the same rows is fine.
     real = validate(replay(h, o).payload, fmt)
     assert [p for p in real if p.code != "empty_payload"] == []
+
+
+def _names(h: History) -> set[str]:
+    return {t.name for t in h.tool_definitions} | {
+        c.function_name for m in h.messages for c in m.tool_calls
+    }
+
+
+@SETTINGS
+@given(histories(), st.data())
+def test_as_of_replays_the_history_as_it_stood_then(h: History, data: st.DataObject) -> None:
+    """Replaying at a moment inside a run — a failed, cancelled or in-progress run included —
+    gives what replaying the rows stored by then gives: no later call, response or final text,
+    and nothing compacted against a text that did not exist yet (issue 12, case 1)."""
+    times = event_times(h)
+    if not times:
+        return
+    moment = data.draw(st.sampled_from(times))
+    as_of = moment + timedelta(seconds=data.draw(st.sampled_from([-0.25, 0.0, 0.25])))
+    o = data.draw(options())
+    # A budget prunes whole units, the same ones when the units are the same; mostly leave it
+    # out so that a difference in the units shows in the payload. Per-run mode replays nothing
+    # of an unfinished run, so mostly use per-service-call, which shows what the run had.
+    budget = data.draw(st.sampled_from([None, None, None, o.context_budget]))
+    persistence = data.draw(st.sampled_from(["per-service-call"] * 3 + ["per-run"]))
+    o = replace(o, as_of=as_of, context_budget=budget, persistence=persistence)
+    then = as_it_stood(h, as_of)
+    # Tool names are mapped per history; a later call may add a name that changes the mapping.
+    names = _names(then)
+    assume(
+        {k: v for k, v in tool_name_map(_names(h)).items() if k in names} == tool_name_map(names)
+    )
+    now, stood = replay(h, o), replay(then, o)
+    assert now.payload == stood.payload
+    assert now.next_source_number == stood.next_source_number
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "search",
+                "search_v2",
+                "search.v2",
+                "search v2",
+                "a" * 64,
+                "a" * 65,
+                "a" * 66,
+                "météo",
+                "",
+                "x.y",
+                "x y",
+                "tool",
+            ]
+        ),
+        unique=True,
+    )
+)
+def test_tool_names_map_to_distinct_valid_names_whatever_the_order(names: list[str]) -> None:
+    mapping = tool_name_map(names)
+    sent = [mapping.get(n, n) for n in names]
+    assert all(name_is_valid(n) for n in sent)
+    assert len(set(sent)) == len(names)  # collision-free
+    assert all(n not in mapping for n in names if name_is_valid(n))  # valid names stay
+    assert tool_name_map(reversed(names)) == mapping  # stable: the set decides

@@ -249,6 +249,100 @@ def test_ids_invalid_for_the_provider_are_renamed() -> None:
     assert [d.detail["old_id"] for d in of_kind(anthropic, "id_renamed")] == ["tc.01", "y" * 70]
 
 
+def test_ids_follow_each_formats_length_limit() -> None:
+    """Chat Completions refuses tool_calls[].id over 40 characters; Responses and Anthropic take
+    up to 64 (issue 12)."""
+    ids = ["call_" + "a" * 36, "call_" + "b" * 59]  # 41 and 64 characters
+    h = history(
+        user(1, "q", 0),
+        assistant(2, "x", 1, (call(3, ids[0], seq=0, t=2), call(4, ids[1], seq=1, t=2))),
+    )
+    chat = run(h)
+    assert [d.detail["old_id"] for d in of_kind(chat, "id_renamed")] == ids
+    sent = tool_call_ids(chat.payload["messages"])[0]
+    assert all(len(i) <= 40 for i in sent) and run(h).payload == chat.payload  # stable
+    assert [m["tool_call_id"] for m in chat.payload["messages"][2:4]] == sent
+    for fmt in ("openai-responses", "anthropic"):
+        assert of_kind(run(h, format=fmt), "id_renamed") == []
+
+
+# -- tool names ------------------------------------------------------------------------------
+
+
+def sent_names(payload: dict, fmt: str) -> tuple[list[str], list[str]]:  # type: ignore[type-arg]
+    """(names in the calls, names of the tool definitions) as sent."""
+    if fmt == "openai-chat":
+        calls = [
+            c["function"]["name"] for m in payload["messages"] for c in m.get("tool_calls", [])
+        ]
+        return calls, [t["function"]["name"] for t in payload["tools"]]
+    if fmt == "openai-responses":
+        calls = [i["name"] for i in payload["input"] if i.get("type") == "function_call"]
+    else:
+        calls = [
+            b["name"]
+            for m in payload["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b["type"] == "tool_use"
+        ]
+    return calls, [t["name"] for t in payload["tools"]]
+
+
+REFUSED_NAMES_HISTORY = history(
+    user(1, "Weather and docs?", 0),
+    assistant(
+        2,
+        "done",
+        1,
+        (
+            call(3, "c1", name="get weather", seq=0, t=2),
+            call(4, "c2", name="search.v2", seq=1, t=2),
+            call(5, "c3", name="search v2", seq=2, t=2),
+            call(6, "c4", name="search_v2", seq=3, t=2),
+        ),
+    ),
+    user(7, "And tomorrow?", 10),
+    assistant(8, "same", 11, (call(9, "c5", name="get weather", t=12),)),
+    tools=(
+        ToolDefinition("get weather", "Weather.", {"type": "object", "properties": {}}),
+        ToolDefinition("search.v2", None, None),
+        ToolDefinition("search_v2", "Valid already.", None),
+    ),
+)
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "openai-responses", "anthropic"])
+def test_tool_names_providers_refuse_are_mapped_alike_in_definitions_and_calls(fmt: str) -> None:
+    """Issue 12: "get weather" and "search.v2" are refused; each gets one accepted name, the
+    same in its definition and in every call, distinct from every other name ("search v2"
+    sanitizes to the same "search_v2" that a valid tool already has), with a diagnostic."""
+    result = run(REFUSED_NAMES_HISTORY, format=fmt)  # run() checks validate() == []
+    calls, tools = sent_names(result.payload, fmt)
+    weather, dotted, spaced = calls[0], calls[1], calls[2]
+    assert weather == "get_weather" and calls[4] == weather
+    assert re.fullmatch(r"search_v2_[0-9a-f]{8}", dotted)
+    assert re.fullmatch(r"search_v2_[0-9a-f]{8}", spaced) and spaced != dotted
+    assert calls[3] == "search_v2"
+    assert tools == sorted([weather, dotted, "search_v2"])
+    renamed = of_kind(result, "tool_name_renamed")
+    on_calls = [
+        (d.call_id, d.detail["old_name"], d.detail["new_name"]) for d in renamed if d.call_id
+    ]
+    assert on_calls == [
+        ("c1", "get weather", weather),
+        ("c2", "search.v2", dotted),
+        ("c3", "search v2", spaced),
+        ("c5", "get weather", weather),
+    ]
+    on_definitions = {d.detail["old_name"]: d.detail["new_name"] for d in renamed if not d.call_id}
+    assert on_definitions == {"get weather": weather, "search.v2": dotted}
+    # Stable: the same data gives the same names, whatever the moment replayed.
+    earlier = run(REFUSED_NAMES_HISTORY, format=fmt, as_of=at(5))
+    assert sent_names(earlier.payload, fmt)[1] == tools
+    assert sent_names(earlier.payload, fmt)[0] == calls[:4]
+
+
 # -- rule 4: freshness ------------------------------------------------------------------------
 
 
@@ -311,6 +405,41 @@ def test_per_run_replays_nothing_of_an_unfinished_run(status: str) -> None:
     (diag,) = of_kind(result, "run_not_completed")
     assert diag.message_id == "a2" and diag.detail["status"] == status
     assert result.stats["calls_omitted"] == {"run_not_completed": 3}
+
+
+def as_of_inside_run(status: str):  # type: ignore[no-untyped-def]
+    """Issue 12's case: the run's answer and its compaction only exist after 00:00:11."""
+    return history(
+        user(1, "Find it", 0),
+        assistant(
+            2,
+            "Found it [source1].",
+            1,
+            (
+                call(3, "c1", round=0, t=2, response=sources(1, 2), rt=3),
+                call(4, "c2", round=1, t=10, response="more", rt=11),
+            ),
+            status=status,
+        ),
+    )
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "cancelled", "in_progress"])
+def test_as_of_inside_a_run_replays_it_in_progress_whatever_it_ended_as(status: str) -> None:
+    h = as_of_inside_run(status)
+    result = run(h, as_of=at(5), persistence="per-service-call", trim_trailing=False)
+    messages = result.payload["messages"]
+    # No answer yet, so nothing compacted against it: c1's result is the stored text.
+    assert [m.get("content") for m in messages] == ["Find it", None, sources(1, 2)]
+    assert of_kind(result, "compacted") == []
+    (diag,) = of_kind(result, "run_not_completed")
+    assert diag.detail["status"] == "in_progress"
+    per_run = run(h, as_of=at(5))
+    assert [m["content"] for m in per_run.payload["messages"]] == ["Find it"]
+    assert "still in progress" in of_kind(per_run, "run_not_completed")[0].reason
+    # Once everything is stored, the run is what it ended as.
+    done = run(h, persistence="per-service-call", trim_trailing=False)
+    assert done.payload["messages"][-1]["content"] == "Found it [source1]."
 
 
 def test_per_service_call_replays_the_finished_rounds_of_a_failed_run() -> None:
@@ -444,7 +573,39 @@ def test_truncation_uses_the_injected_token_counter() -> None:
     content = result.payload["messages"][2]["content"]
     kept, notice = content.split("\n")
     assert words(kept) <= 10 and kept.startswith("w0 w1")
-    assert notice == f"[... truncated {50 - words(kept)} tokens ...]"
+    assert notice == "[... truncated 40 tokens ...]"
+
+
+def partial_words(text: str) -> int:
+    """A tokenizer whose tokens do not line up with four characters: one per word."""
+    return len(text.split())
+
+
+def test_the_notice_says_how_many_tokens_were_over_the_cap_as_seed_004_does() -> None:
+    """Seed 004 writes ``tokens - maxTokens``. Here the prefix that fits the cap stops a token
+    short of it (a word boundary), so one more token is cut than the result was over: the
+    notice follows the seed, the diagnostic and the stats count what was cut."""
+    text = "abcdefghij klmnopqrst uvwxyz"  # three tokens
+    h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=text),)))
+    result = run(h, result_token_cap=2, count_tokens=partial_words)
+    assert result.payload["messages"][2]["content"] == "abcdefgh\n[... truncated 1 tokens ...]"
+    (diag,) = of_kind(result, "truncated")
+    assert diag.detail == {"cut_tokens": 2, "cap": 2}
+    assert "1 tokens over the 2-token cap" in diag.reason
+    assert result.stats["truncated_tokens"] == 2
+
+
+def test_a_result_already_cut_to_the_cap_is_not_cut_again() -> None:
+    """A copy imported from a truncated export, or an agent running seed 004's truncator: the
+    text before the notice fits the cap, so the result is sent as it is."""
+    cut = "a" * 40 + "\n[... truncated 15 tokens ...]"
+    h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=cut),)))
+    result = run(h, result_token_cap=10)
+    assert result.payload["messages"][2]["content"] == cut
+    assert of_kind(result, "truncated") == []
+    # A notice with more before it than the cap allows is cut like any other text.
+    again = run(h, result_token_cap=5)
+    assert again.payload["messages"][2]["content"].startswith("a" * 20 + "\n[... truncated")
 
 
 def test_heuristic_tokens() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webapp import tokens
+from webapp.replay.jsonfast import dumps
 
 
 @pytest.fixture
@@ -167,10 +169,19 @@ def test_special_token_text_is_counted_as_ordinary_text() -> None:
 
 def test_json_is_counted_compact_with_unicode_kept() -> None:
     args = {"city": "Zürich", "days": [1, 2, 3]}
-    assert tokens.compact_json(args) == '{"city":"Zürich","days":[1,2,3]}'
-    assert tokens.count_json_tokens(args, "gpt-4o") == 15
-    assert tokens.count_json_tokens(args, "gpt-4") == 15
-    assert tokens.estimate_json(None) == tokens.TokenCount(1, "tiktoken:o200k_base", False)
+    assert dumps(args) == '{"city":"Zürich","days":[1,2,3]}'
+    assert tokens.count_tokens(dumps(args), "gpt-4o") == 15
+    assert tokens.count_tokens(dumps(args), "gpt-4") == 15
+    assert tokens.estimate(dumps(None)) == tokens.TokenCount(1, "tiktoken:o200k_base", False)
+
+
+def test_the_compact_encoding_is_the_standard_one_and_refuses_nan_on_request() -> None:
+    values = [{"b": 1.5, "a": [True, None, "é\u0000\n"]}, [], "text", 10**20, -0.0]
+    for value in values:
+        assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert dumps(float("nan")) == "NaN"
+    with pytest.raises(ValueError):
+        dumps({"x": float("inf")}, allow_nan=False)
 
 
 def test_heuristic() -> None:
@@ -296,7 +307,7 @@ def test_long_ordinary_text_is_counted_exactly() -> None:
     chunks, exact = tokens._chunks(text)
     assert exact and len(chunks) > 50
     assert tokens.count_tokens(text) == len(enc.encode_ordinary(text))
-    compact = tokens.compact_json([{"id": i, "name": f"item {i}", "ok": True} for i in range(3000)])
+    compact = dumps([{"id": i, "name": f"item {i}", "ok": True} for i in range(3000)])
     assert tokens.count_tokens(compact) == len(enc.encode_ordinary(compact))
 
 

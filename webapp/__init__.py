@@ -13,8 +13,9 @@ from werkzeug.routing import IntegerConverter, Map
 from . import db as database
 from . import errors, paths, settings
 from .body_deadline import BodyDeadline
+from .version import __version__
 
-__version__ = "0.1.0"
+__all__ = ["__version__", "create_app"]
 
 csrf = CSRFProtect()
 
@@ -75,10 +76,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     database.init_app(app)
     errors.init_app(app)
     csrf.init_app(app)
-    _register_blueprints(app)
-    from . import cli
-
-    cli.init_app(app)
+    _register_areas(app)
     return app
 
 
@@ -107,8 +105,9 @@ def _engine_options(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10}
 
 
-def _register_blueprints(app: OpenAPI) -> None:
-    from . import analytics_views, api, replay_views, views
+def _register_areas(app: OpenAPI) -> None:
+    """The JSON API (``/api/v1``) and the dashboard's pages, each registering its blueprints."""
+    from . import api, views
 
-    for area in (api, views, replay_views, analytics_views):
-        area.register(app)
+    api.register(app)
+    views.register(app)

@@ -7,10 +7,9 @@ import hmac
 import ipaddress
 import secrets
 from datetime import timedelta
-from functools import wraps
 from typing import Any
 
-from flask import current_app, g, redirect, request, session, url_for
+from flask import current_app, g, request, session
 from sqlalchemy import select, update
 from sqlalchemy.exc import OperationalError
 
@@ -94,15 +93,6 @@ def _touch_last_used(key_id: int, now: Any) -> None:
         pass
 
 
-def require_api_key(view: Any) -> Any:
-    @wraps(view)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        authenticate_api_key()
-        return view(*args, **kwargs)
-
-    return wrapped
-
-
 def is_loopback(address: str | None) -> bool:
     try:
         return address is not None and ipaddress.ip_address(address).is_loopback
@@ -115,16 +105,6 @@ def dashboard_login_needed() -> bool:
     if session.get("logged_in"):
         return False
     return not (current_app.config["DEV"] and is_loopback(request.remote_addr))
-
-
-def login_required(view: Any) -> Any:
-    @wraps(view)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if dashboard_login_needed():
-            return redirect(url_for("login.login_get", next=request.full_path))
-        return view(*args, **kwargs)
-
-    return wrapped
 
 
 def check_password(candidate: str) -> bool:

@@ -5,8 +5,8 @@ client that announces 1,000 bytes and sends 14 keeps the thread for as long as i
 socket timeout does not bound this: it limits each wait, and a client can send one byte just
 inside it, again and again. So one watchdog thread per process keeps the deadline of each
 body being read. When a deadline passes, the watchdog shuts the read side of that socket. The
-blocked read returns at once, and the request is answered 408 (`timed_out(environ)` tells the
-error handler). The write side stays open for that answer.
+blocked read returns at once, and the reader raises a 408 (werkzeug's RequestTimeout) instead
+of passing on a body cut short. The write side stays open for that answer.
 
 This bounds how long a thread can be held. It does not stop many slow clients from holding
 many threads for that long. A reverse proxy that buffers request bodies does that (see the
@@ -29,11 +29,6 @@ from werkzeug.exceptions import RequestTimeout
 _TIMED_OUT = "toolscope.body_timed_out"
 # The client socket, as gunicorn and werkzeug's development server put it in the environ.
 _SOCKET_KEYS = ("gunicorn.socket", "werkzeug.socket")
-
-
-def timed_out(environ: dict[str, Any]) -> bool:
-    """Whether this request's body was cut off at its deadline."""
-    return bool(environ.get(_TIMED_OUT))
 
 
 class _Watchdog:
@@ -84,17 +79,25 @@ class _WatchedInput:
     """`wsgi.input` that ends the watch once the whole body has been read."""
 
     def __init__(
-        self, stream: Any, environ: dict[str, Any], length: int | None, done: Callable[[], None]
+        self,
+        stream: Any,
+        environ: dict[str, Any],
+        length: int | None,
+        done: Callable[[], None],
+        seconds: float,
     ):
         self._stream = stream
         self._environ = environ
         self._left = length
         self._done = done
+        self._seconds = seconds
 
     def _account(self, data: bytes) -> bytes:
-        if timed_out(self._environ):
+        if self._environ.get(_TIMED_OUT):
             # What arrived is cut short: never let it pass for the whole body.
-            raise RequestTimeout()
+            raise RequestTimeout(
+                f"the request body did not arrive within {self._seconds:g} seconds"
+            )
         if self._left is not None:
             self._left -= len(data)
         if not data or self._left == 0:
@@ -144,7 +147,7 @@ class BodyDeadline:
         token = _WATCHDOG.watch(time.monotonic() + self.seconds, sock, environ)
         release = lambda: _WATCHDOG.release(token)  # noqa: E731
         environ["wsgi.input"] = _WatchedInput(
-            environ["wsgi.input"], environ, _content_length(environ), release
+            environ["wsgi.input"], environ, _content_length(environ), release, self.seconds
         )
         try:
             return self.app(environ, start_response)

@@ -5,21 +5,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 import click
-from flask import Flask, current_app
+from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
 from sqlalchemy import delete, select
 
+from . import create_app
+from .auth import create_key, get_or_create_project
+from .bench import command as bench_command
 from .db import db, utcnow
+from .demo import command as demo_command
 from .models import ApiKey, Conversation, Message, Project
 
 
-def _create_app() -> Flask:
-    from . import create_app
-
-    return create_app()
-
-
-@click.group(cls=FlaskGroup, create_app=_create_app, add_default_commands=False)
+@click.group(cls=FlaskGroup, create_app=create_app, add_default_commands=False)
 def main() -> None:
     """Toolscope: tool-call observability for LLM agents."""
 
@@ -50,8 +48,6 @@ def keys_group() -> None:
 @with_appcontext
 def keys_create(project_slug: str | None, name: str) -> None:
     """Create a key and print it. It is shown this once only."""
-    from .auth import create_key, get_or_create_project
-
     project = get_or_create_project(project_slug or current_app.config["DEFAULT_PROJECT"])
     _key, plain = create_key(project, name)
     db.session.commit()
@@ -107,9 +103,6 @@ def purge_command(days: int, project_slug: str | None) -> None:
     click.echo(f"purged {removed} conversations and {removed_orphans} orphan messages")
 
 
-def init_app(app: Flask) -> None:
-    from .bench import command as bench_command
-    from .demo import command as demo_command
-
-    for command in (serve_command, keys_group, purge_command, demo_command, bench_command):
-        app.cli.add_command(command)
+# Flask-Migrate's `db` comes from the app itself (FlaskGroup looks there after these).
+for _command in (serve_command, keys_group, purge_command, demo_command, bench_command):
+    main.add_command(_command)

@@ -17,9 +17,7 @@ from typing import Any
 
 from flask import Flask, Response, g, jsonify, request
 from pydantic import ValidationError
-from werkzeug.exceptions import HTTPException, RequestTimeout
-
-from .body_deadline import timed_out
+from werkzeug.exceptions import HTTPException
 
 API_PREFIX = "/api/"
 
@@ -145,10 +143,6 @@ def validation_error_response(exc: ValidationError) -> Response:
     return error_response(422, f"{where}{first['message']}", details)
 
 
-def _body_timeout(seconds: float) -> RequestTimeout:
-    return RequestTimeout(f"the request body did not arrive within {seconds:g} seconds")
-
-
 def _wants_json() -> bool:
     return request.path.startswith(API_PREFIX) or request.path.endswith(".json")
 
@@ -160,8 +154,6 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
-        if timed_out(request.environ):
-            exc = _body_timeout(app.config["BODY_TIMEOUT_SECONDS"])
         if not _wants_json():
             return exc
         status = exc.code or 500

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -123,6 +124,9 @@ class Message(db.Model):
     status: Mapped[str | None] = mapped_column(String(16))
     model: Mapped[str | None] = mapped_column(String(200))
     content_tokens: Mapped[int | None] = mapped_column(Integer)
+    # Stored by the import API from a provider message list: what a model was sent, which the
+    # replay sends back as it was (see webapp.replay.build).
+    imported: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class ToolInvocation(db.Model):

@@ -262,7 +262,7 @@ def input_price_per_token(
 ) -> Decimal | None:
     """List price of one uncached input token (lowest tier), or ``None`` if ``model`` is unknown.
 
-    For :mod:`webapp.attribution` when a service call's actual usage is not known.
+    For :mod:`webapp.analytics.attribution` when a service call's actual usage is not known.
     """
     cost = cost_for(model, provider, 1_000, 0, at=at, overrides=overrides)
     return None if cost is None else cost.input_usd / 1_000

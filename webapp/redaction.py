@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from . import jsonsafe
+from .replay.jsonfast import parse_container
 
 PATH_MASK = "[REDACTED]"
 RULE_KINDS = ("mask", "redact_paths", "skip")
@@ -346,7 +346,7 @@ def _mask_response(text: str, detectors: Sequence[Detector]) -> tuple[str, bool]
         return text, False
     # A JSON response is masked value by value, so the result stays valid JSON (a card number
     # stored as a JSON number would otherwise become bare text).
-    document = jsonsafe.parse_container(text)
+    document = parse_container(text)
     if document is not None:
         new, hit = _mask_value(document, detectors, None)
         if hit:
@@ -396,7 +396,7 @@ def _redact_path(value: Any, path: tuple[str, ...]) -> tuple[Any, bool]:
 
 
 def _redact_response_paths(text: str, paths: Sequence[tuple[str, ...]]) -> tuple[str, bool]:
-    document = jsonsafe.parse_container(text)
+    document = parse_container(text)
     if document is None:
         return text, False
     new, changed = _redact_paths(document, paths)

@@ -29,6 +29,14 @@ anyway, so the total is unchanged; only a run with no such place for ``_SEARCH_B
 (e.g. 2 000 letters or spaces in a row) is cut blindly, which may shift the count by a token per
 cut. Everything is tokenized, however large: throughput is ~5 MB/s (~1.5 M tokens/s) per core,
 so callers bound the size of what they accept rather than this module guessing.
+
+The replay's counter (:func:`stored_counter`): tokenizing every result on every replay is too
+slow for long conversations (about 100 µs per KB: seconds for 10,000 results). Ingestion already
+counted each result, argument object and message, so the counter answers from those counts for
+a text the replay sends unchanged, and tokenizes only texts the replay made (compacted or
+truncated results, prefixes tried while truncating, the system prompt and tool definitions).
+Those are remembered for the rest of the replay, and the last few thousand across requests as
+well, so that changing an option on the preview page does not tokenize them again.
 """
 
 from __future__ import annotations
@@ -37,14 +45,15 @@ import binascii
 import contextlib
 import gzip
 import hashlib
-import json
 import logging
 import math
 import threading
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import tiktoken
@@ -52,17 +61,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "STORED_COUNTER",
     "EncodingUnavailable",
     "TokenCount",
-    "compact_json",
-    "count_json_tokens",
     "count_tokens",
     "encoding_for_model",
     "estimate",
-    "estimate_json",
     "get_encoding",
     "heuristic_tokens",
     "preload",
+    "stored_counter",
 ]
 
 log = logging.getLogger(__name__)
@@ -374,16 +382,28 @@ def count_tokens(text: str, model: str | None = None) -> int:
     return estimate(text, model).tokens
 
 
-def compact_json(obj: Any) -> str:
-    """``obj`` as compact JSON (no spaces, non-ASCII kept), the way models emit arguments."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+# --- The replay's counter: stored counts first ------------------------------------------------
+
+# The name the replay's export document gives this counter (options.token_counter).
+STORED_COUNTER = "stored"
+
+# Bounded, so a worker's memory stays flat: texts made by a replay are mostly compacted results
+# (a few hundred bytes each) and truncated prefixes (about four characters per capped token).
+_tokenize = lru_cache(maxsize=4096)(count_tokens)
 
 
-def estimate_json(obj: Any, model: str | None = None) -> TokenCount:
-    """:func:`estimate` of ``obj`` serialized with :func:`compact_json`."""
-    return estimate(compact_json(obj), model)
+def stored_counter(stored: dict[str, int], model: str | None) -> Callable[[str], int]:
+    """``count(text)``: the stored count of ``text`` if there is one, else tiktoken's.
 
+    ``stored`` is used as the memo and grows with every new text; pass a dict owned by one
+    request (the history loader builds a fresh one each time).
+    """
+    lookup = stored.get
 
-def count_json_tokens(obj: Any, model: str | None = None) -> int:
-    """Tokens of a JSON value (e.g. tool-call arguments) serialized as compact JSON."""
-    return estimate_json(obj, model).tokens
+    def count(text: str) -> int:
+        tokens = lookup(text)
+        if tokens is None:
+            tokens = stored[text] = _tokenize(text, model)
+        return tokens
+
+    return count

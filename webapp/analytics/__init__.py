@@ -3,8 +3,9 @@ drive input cost (re-send attribution), and the Plotly charts of the Costs, conv
 tools pages.
 
 Pure modules (no Flask, no database): ``context`` (context size per service call, by part),
-``tool_costs`` (attribution per tool), ``windows`` (model context windows), ``filters``,
-``tables``, ``figures`` and the chart builders ``project_charts`` / ``conversation_charts``.
-Database reads are in ``queries`` (a fixed number of statements each); ``pages`` puts the two
-together for the views in ``webapp.analytics_views``.
+``attribution`` and ``tool_costs`` (re-send attribution per tool), ``windows`` (model context
+windows), ``filters``, ``tables``, ``figures``, the chart builders ``project_charts`` /
+``conversation_charts``, and ``records``, the data they are drawn from. ``webapp.queries``
+reads those records from the database; ``webapp.views.charts`` puts the two together for the
+pages.
 """

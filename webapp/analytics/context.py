@@ -19,6 +19,7 @@ The model of a conversation, in conversation order:
   freshness window is applied per run. That is exact because these rules only ever drop a
   result for good as time goes on: a result that is stale for one run is stale for every later
   run. It assumes runs do not overlap in time (an agent answers one message at a time).
+  Results of imported runs never go stale, as in the replay.
 * The context budget is *not* applied: bars show what the history holds, and the budget is a
   line on the chart, so you can see where replay would start dropping the oldest units.
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import count as counter
 
 from ..replay.build import Plan, build_plan, sorted_messages, tool_definition_tokens
@@ -152,6 +153,10 @@ class _Walk:
             self.pool_assistant -= item.assistant
             self.pool_results -= item.result
             self.expired_at_run[item.call_row_id] = run
+
+
+# An imported run is replayed as it was sent: its results never expire (webapp.replay.build).
+_NEVER_STALE = datetime.max.replace(tzinfo=UTC)
 
 
 class _Counter:
@@ -376,7 +381,9 @@ def _carry(m: Message, run: int, units: Iterable[Unit], tokens: _Counter, walk: 
                     _Pooled(
                         call_row_id=c.row_id,
                         run=run,
-                        fresh_from=c.response_created_at or c.created_at,
+                        fresh_from=_NEVER_STALE
+                        if m.imported
+                        else c.response_created_at or c.created_at,
                         assistant=tokens.call_assistant(c),
                         result=result,
                     )

@@ -11,7 +11,7 @@ from itertools import accumulate
 from ..replay.history import History
 from . import figures
 from .context import PARTS, ConversationContext
-from .queries import ServiceCallCost
+from .records import ServiceCallCost
 from .tables import Chart, Column, Table
 from .windows import ContextWindow
 

@@ -1,8 +1,8 @@
 """The project charts (Costs page, tools pages): query records in, :class:`Chart` out.
 
-Pure module: the rows come from :mod:`webapp.analytics.queries`, attribution from
-:mod:`webapp.analytics.tool_costs`; here they become tables (days without data filled with
-zeros) and figures built from those same tables.
+Pure module: the rows are :mod:`webapp.analytics.records` (read by ``webapp.queries.analytics``),
+attribution comes from :mod:`webapp.analytics.tool_costs`; here they become tables (days without
+data filled with zeros) and figures built from those same tables.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from datetime import date
 from decimal import Decimal
 
-from ..attribution import ToolAttribution
 from . import figures
-from .queries import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
+from .attribution import ToolAttribution
+from .records import PERCENTILES, DailyToolActivity, DailyUsage, ResultSizes
 from .tables import Chart, Column, Table, rows_of
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Pure module. :func:`webapp.analytics.context.conversation_context` says, per tool result, which
 service call asked for it and for how many later runs replay keeps it;
-:func:`webapp.attribution.attribute` turns that into input tokens and cost per tool. Each
+:func:`webapp.analytics.attribution.attribute` turns that into input tokens and cost per tool. Each
 service call is priced at the uncached list price of one input token of its model on its day
 (:class:`InputPrices`, project overrides first), because stored costs are totals and do not
 say what one more input token cost.
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 
-from ..attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from ..pricing import PriceOverride, input_price_per_token
+from .attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from .context import ContextBar, ConversationContext
 
 __all__ = ["InputPrices", "attribution_turns", "merge_attributions", "tool_attribution"]
@@ -48,8 +48,8 @@ class InputPrices:
 
 
 def attribution_turns(ctx: ConversationContext, prices: InputPrices) -> list[list[ServiceCall]]:
-    """The conversation as :func:`webapp.attribution.attribute` takes it: runs of service calls,
-    each with its price and the results it asked for."""
+    """The conversation as :func:`.attribution.attribute` takes it: runs of service calls, each
+    with its price and the results it asked for."""
     bars_by_run: list[list[ContextBar]] = [[] for _ in range(ctx.runs)]
     for bar in ctx.bars:
         bars_by_run[bar.run].append(bar)

@@ -1,6 +1,9 @@
-"""The JSON API under /api/v1: ingestion (MessageTool-compatible and native) and settings.
+"""The JSON API under /api/v1: ingestion (MessageTool-compatible and native), reads, the replay
+export and settings, all on one blueprint.
 
-`register(app)` is called by the app factory. The OpenAPI document is served at
+Each module declares its routes on ``bp`` when it is imported (``conversations``, ``channels``,
+``message_tools``, ``replay``); ``webapp.api.endpoint`` reads every view's input and checks its
+key. ``register(app)`` is called by the app factory. The OpenAPI document is served at
 /api/openapi.json and the offline Swagger UI at /api/swagger (flask-openapi3).
 """
 
@@ -9,31 +12,22 @@ from __future__ import annotations
 from flask import Response, request
 from flask_openapi3 import APIBlueprint, OpenAPI
 
-from .. import csrf
-from . import channels, conversations, message_tools
 from .schemas import ANY_REQUEST_ERRORS, error_responses
 
-API_PREFIX = "/api/v1"
+bp = APIBlueprint(
+    "api",
+    __name__,
+    url_prefix="/api/v1",
+    abp_security=[{"bearer": []}],
+    abp_responses=error_responses(*ANY_REQUEST_ERRORS),
+)
 
-
-def create_blueprint() -> APIBlueprint:
-    bp = APIBlueprint(
-        "api",
-        __name__,
-        url_prefix=API_PREFIX,
-        abp_security=[{"bearer": []}],
-        abp_responses=error_responses(*ANY_REQUEST_ERRORS),
-    )
-    message_tools.register_routes(bp)
-    conversations.register_routes(bp)
-    channels.register_routes(bp)
-    return bp
+from . import channels, conversations, message_tools, meta, replay  # noqa: E402,F401  (routes on bp)
 
 
 def register(app: OpenAPI) -> None:
-    bp = create_blueprint()
     # The API authenticates with Bearer keys, never cookies: CSRF tokens do not apply.
-    csrf.exempt(bp)
+    app.extensions["csrf"].exempt(bp)
     app.register_api(bp)
     # Swagger UI would fetch a validity badge from validator.swagger.io: keep the docs offline.
     app.config.setdefault("SWAGGER_CONFIG", {"validatorUrl": None})

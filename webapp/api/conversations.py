@@ -1,18 +1,25 @@
-"""Native endpoints: conversations, messages, whole turns, per-round appends and imports."""
+"""Native endpoints: conversations, messages, whole turns, per-round appends and imports, and
+the reads of conversations (the list is the dashboard's, ``webapp.queries.conversation_list``)."""
 
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import g, jsonify
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 
 from .. import ingest
-from ..importers import ImportedConversation, ImportFormatError, import_conversation
+from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
-from . import drafts, reads
+from ..ingest.importers import ImportedConversation, ImportFormatError, import_conversation
+from ..queries import messages as reads
+from ..queries.conversation_list import ListFilters, list_conversations, page_start, search_text
+from ..queries.conversations import find_conversation
+from ..queries.cursors import CursorError
+from ..queries.records import ConversationRecord
+from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
 from .schemas import (
     WRITE_ERRORS,
@@ -58,186 +65,244 @@ def _store(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]) -> list
     return ingest.store_messages(ctx, conversation_id, cid, prepared)
 
 
-def register_routes(bp: APIBlueprint) -> None:
-    @bp.put(
-        "/conversations/<cid>",
-        tags=[TAG],
-        summary="Create or update a conversation",
-        responses={200: ConversationOut, 201: ConversationOut, **WRITE_ERRORS},
-    )
-    @endpoint(write=True, prepares=True)
-    def conversation_put(path: ConversationPath, body: ConversationPut):
-        """Only the fields given change. `channel` is created by name on first use; `tools`
-        replaces the conversation's tool definitions. 201 when created, 200 when updated."""
-        cid = _check_id("path.cid", path.cid)
-        ctx = write_context()
-        values: dict[str, Any] = {}
-        if body.title is not None:
-            values["title"] = ingest.clean_text(body.title)
-        if body.metadata is not None:
-            values["metadata"] = body.metadata
-        if body.system_prompt is not None:
-            values["system_prompt"] = ingest.clean_text(body.system_prompt)
-        tools = [t.model_dump() for t in body.tools] if body.tools is not None else None
+# --- Answers: stored rows as the API shows them ---------------------------------------------
 
-        def store():
-            conversation_id, created = ingest.ensure_conversation(
-                ctx.project_id, cid, ctx.now, body.created_at
-            )
-            changes = dict(values)
-            if body.created_at is not None and not created:
-                changes["created_at"] = body.created_at
-            if body.channel is not None:
-                changes["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
-            if tools is not None:
-                ingest.replace_tool_definitions(conversation_id, tools)
-            ingest.update_conversation(conversation_id, changes, ctx.now)
-            return jsonify(reads.conversation_out(ctx.project_id, cid)), 201 if created else 200
 
-        return store
+def _conversation(project_id: int, cid: str) -> ConversationRecord:
+    conversation = find_conversation(project_id, external_id=cid)
+    if conversation is None:
+        raise ApiError(404, f"conversation {cid!r} not found in this project")
+    return conversation
 
-    @bp.get(
-        "/conversations",
-        tags=[TAG],
-        summary="List conversations, most recently active first",
-        responses={200: ConversationList, **error_responses(422)},
-    )
-    @endpoint()
-    def conversation_list(query: ConversationListQuery):
-        """Keyset paging: pass `next_cursor` as `cursor` to get the next page."""
-        page = reads.list_conversations(
-            g.project.id,
-            channel=query.channel,
-            q=query.q,
-            limit=query.limit,
-            cursor=query.cursor,
+
+def _conversation_out(project_id: int, cid: str) -> dict[str, Any]:
+    """The conversation without its messages (the answer to PUT). Two queries."""
+    conversation = _conversation(project_id, cid)
+    return serializers.conversation(conversation, reads.tool_definitions(conversation.id))
+
+
+def _conversation_detail(project_id: int, cid: str) -> dict[str, Any]:
+    """The conversation with every message, call and usage row. Five queries, whatever size."""
+    conversation = _conversation(project_id, cid)
+    out = serializers.conversation(conversation, reads.tool_definitions(conversation.id))
+    messages = reads.conversation_messages(conversation.id)
+    calls, usage = reads.calls_and_usage([m["id"] for m in messages])
+    out["messages"] = [
+        serializers.message(m, cid, calls[m["id"]], usage[m["id"]]) for m in messages
+    ]
+    return out
+
+
+def _messages_out(message_ids: list[int], cid: str) -> list[dict[str, Any]]:
+    """Messages with their calls and usage, in the order given. Three queries."""
+    rows = reads.messages_by_id(message_ids)
+    calls, usage = reads.calls_and_usage(list(rows))
+    return [serializers.message(rows[i], cid, calls[i], usage[i]) for i in message_ids]
+
+
+# --- Routes -----------------------------------------------------------------------------------
+
+
+@bp.put(
+    "/conversations/<cid>",
+    tags=[TAG],
+    summary="Create or update a conversation",
+    responses={200: ConversationOut, 201: ConversationOut, **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def conversation_put(path: ConversationPath, body: ConversationPut):
+    """Only the fields given change. `channel` is created by name on first use; `tools`
+    replaces the conversation's tool definitions. 201 when created, 200 when updated."""
+    cid = _check_id("path.cid", path.cid)
+    ctx = write_context()
+    values: dict[str, Any] = {}
+    if body.title is not None:
+        values["title"] = ingest.clean_text(body.title)
+    if body.metadata is not None:
+        values["metadata"] = body.metadata
+    if body.system_prompt is not None:
+        values["system_prompt"] = ingest.clean_text(body.system_prompt)
+    tools = [t.model_dump() for t in body.tools] if body.tools is not None else None
+
+    def store():
+        conversation_id, created = ingest.ensure_conversation(
+            ctx.project_id, cid, ctx.now, body.created_at
         )
-        return jsonify(page)
+        changes = dict(values)
+        if body.created_at is not None and not created:
+            changes["created_at"] = body.created_at
+        if body.channel is not None:
+            changes["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
+        if tools is not None:
+            ingest.replace_tool_definitions(conversation_id, tools)
+        ingest.update_conversation(conversation_id, changes, ctx.now)
+        return jsonify(_conversation_out(ctx.project_id, cid)), 201 if created else 200
 
-    @bp.get(
-        "/conversations/<cid>",
-        tags=[TAG],
-        summary="A conversation with its messages, tool calls and usage",
-        responses={200: ConversationDetail, **error_responses(404, 422)},
-    )
-    @endpoint()
-    def conversation_get(path: ConversationPath):
-        return jsonify(reads.conversation_detail(g.project.id, path.cid))
+    return store
 
-    @bp.post(
-        "/conversations/<cid>/messages",
-        tags=[TAG],
-        summary="Store messages (with their tool calls and usage)",
-        responses={201: MessageList, **WRITE_ERRORS},
+
+@bp.get(
+    "/conversations",
+    tags=[TAG],
+    summary="List conversations, most recently active first",
+    responses={200: ConversationList, **error_responses(422)},
+)
+@endpoint()
+def conversations_get(query: ConversationListQuery):
+    """Keyset paging: pass `next_cursor` as `cursor` to get the next page. `q` searches ids,
+    titles, message texts and ids, and tool names (the dashboard's search)."""
+    try:
+        after = page_start(query.cursor, "recent")
+    except CursorError:
+        message = "not a cursor returned by this API"
+        raise ApiError(
+            422, f"query.cursor: {message}", [{"field": "query.cursor", "message": message}]
+        ) from None
+    filters = ListFilters(q=search_text(query.q), channel=query.channel or None)
+    page = list_conversations(g.project.id, filters, after=after, limit=query.limit)
+    return jsonify(
+        {
+            "object": "list",
+            "data": [serializers.conversation_summary(row) for row in page.rows],
+            "has_more": page.has_more,
+            "next_cursor": page.next_cursor,
+        }
     )
-    @endpoint(write=True, prepares=True)
-    def messages_create(path: ConversationPath, body: MessagesCreate):
-        """The conversation is created if unknown. Idempotent per message id; an in_progress
-        assistant message may be updated. All or nothing."""
-        cid = _check_id("path.cid", path.cid)
-        drafts.check_count("messages", len(body.messages), "MAX_MESSAGES_PER_REQUEST", "messages")
-        message_drafts = [drafts.message(f"messages.{i}", m) for i, m in enumerate(body.messages)]
-        drafts.check_count(
-            "messages", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
+
+
+@bp.get(
+    "/conversations/<cid>",
+    tags=[TAG],
+    summary="A conversation with its messages, tool calls and usage",
+    responses={200: ConversationDetail, **error_responses(404, 422)},
+)
+@endpoint()
+def conversation_get(path: ConversationPath):
+    return jsonify(_conversation_detail(g.project.id, path.cid))
+
+
+@bp.post(
+    "/conversations/<cid>/messages",
+    tags=[TAG],
+    summary="Store messages (with their tool calls and usage)",
+    responses={201: MessageList, **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def messages_post(path: ConversationPath, body: MessagesCreate):
+    """The conversation is created if unknown. Idempotent per message id; an in_progress
+    assistant message may be updated. All or nothing."""
+    cid = _check_id("path.cid", path.cid)
+    drafts.check_count("messages", len(body.messages), "MAX_MESSAGES_PER_REQUEST", "messages")
+    message_drafts = [drafts.message(f"messages.{i}", m) for i, m in enumerate(body.messages)]
+    drafts.check_count(
+        "messages", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
+    )
+    ctx, prepared = _prepare(message_drafts)
+
+    def store():
+        rows = _store(ctx, cid, prepared)
+        data = _messages_out([r["id"] for r in rows], cid)
+        return jsonify({"object": "list", "data": data, "has_more": False}), 201
+
+    return store
+
+
+@bp.post(
+    "/conversations/<cid>/turns",
+    tags=[TAG],
+    summary="Store a whole turn (user message, assistant rounds and answer) at once",
+    responses={201: TurnOut, **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def turns_post(path: ConversationPath, body: TurnCreate):
+    """Round i of `assistant.rounds` gets round_index i; a call's sequence_index defaults
+    to its position. One transaction."""
+    cid = _check_id("path.cid", path.cid)
+    message_drafts = [drafts.turn_assistant(body.assistant)]
+    if body.user is not None:
+        message_drafts.insert(0, drafts.turn_user(body.user))
+    drafts.check_count(
+        "assistant.rounds", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
+    )
+    ctx, prepared = _prepare(message_drafts)
+
+    def store():
+        rows = _store(ctx, cid, prepared)
+        out = _messages_out([r["id"] for r in rows], cid)
+        return jsonify(
+            {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
+        ), 201
+
+    return store
+
+
+@bp.post(
+    "/conversations/<cid>/messages/<mid>/rounds/<round_index>",
+    tags=[TAG],
+    summary="Append one round (service call) of an assistant run",
+    responses={201: MessageOut, **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def round_post(path: RoundPath, body: RoundCreate):
+    """Per-service-call persistence (seed 002). The assistant message is created as
+    `in_progress` if unknown; `status` finishes the run. A round's calls may be posted
+    first without responses and again later with them."""
+    cid = _check_id("path.cid", path.cid)
+    mid = _check_id("path.mid", path.mid)
+    drafts.check_count("calls", len(body.calls), "MAX_TOOLS_PER_REQUEST", "tool calls")
+    draft = MessageDraft(
+        field="message",
+        external_id=mid,
+        role="assistant",
+        status=body.status,
+        default_status="in_progress",
+        calls=drafts.round_calls("calls", path.round_index, body.calls),
+    )
+    if body.usage is not None:
+        draft.usage.append(drafts.usage_draft("usage", body.usage, path.round_index))
+    ctx, prepared = _prepare([draft])
+
+    def store():
+        rows = _store(ctx, cid, prepared)
+        return jsonify(_messages_out([rows[0]["id"]], cid)[0]), 201
+
+    return store
+
+
+@bp.post(
+    "/conversations/<cid>/import",
+    tags=[TAG],
+    summary="Import an OpenAI or Anthropic message list as a conversation",
+    responses={201: ConversationDetail, **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def conversation_import_post(path: ConversationPath, body: ImportCreate):
+    """Rounds and sequence indices are derived from the provider format. Message ids are
+    deterministic, so importing the same list again changes nothing. The messages are stamped a
+    microsecond apart, the last one just before the import answers (from `started_at` on, when
+    given and early enough): all of them exist when it answers, in their order, and anything
+    posted later comes after them. The body of a replay export's `payload` (plus `format`)
+    recreates a conversation whose replay is that payload again. Bounded by MAX_BODY_BYTES only:
+    a long history is one request."""
+    cid = _check_id("path.cid", path.cid)
+    imported = _read_import(cid, body)
+    ctx = write_context()
+    times = import_times(len(imported.messages), ctx.now, body.started_at)
+    prepared = ingest.prepare_messages(ctx, _import_drafts(imported, times))
+
+    def store():
+        conversation_id, _ = ingest.ensure_conversation(
+            ctx.project_id, cid, ctx.now, times[0] if times else None
         )
-        ctx, prepared = _prepare(message_drafts)
+        ingest.store_messages(ctx, conversation_id, cid, prepared)
+        if imported.tools:
+            ingest.replace_tool_definitions(conversation_id, imported.tools)
+        if imported.system_prompt is not None:
+            values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
+            ingest.update_conversation(conversation_id, values, ctx.now)
+        return jsonify(_conversation_detail(ctx.project_id, cid)), 201
 
-        def store():
-            rows = _store(ctx, cid, prepared)
-            data = reads.messages_out([r["id"] for r in rows], cid)
-            return jsonify({"object": "list", "data": data, "has_more": False}), 201
-
-        return store
-
-    @bp.post(
-        "/conversations/<cid>/turns",
-        tags=[TAG],
-        summary="Store a whole turn (user message, assistant rounds and answer) at once",
-        responses={201: TurnOut, **WRITE_ERRORS},
-    )
-    @endpoint(write=True, prepares=True)
-    def turn_create(path: ConversationPath, body: TurnCreate):
-        """Round i of `assistant.rounds` gets round_index i; a call's sequence_index defaults
-        to its position. One transaction."""
-        cid = _check_id("path.cid", path.cid)
-        message_drafts = [drafts.turn_assistant(body.assistant)]
-        if body.user is not None:
-            message_drafts.insert(0, drafts.turn_user(body.user))
-        drafts.check_count(
-            "assistant.rounds", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
-        )
-        ctx, prepared = _prepare(message_drafts)
-
-        def store():
-            rows = _store(ctx, cid, prepared)
-            out = reads.messages_out([r["id"] for r in rows], cid)
-            return jsonify(
-                {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
-            ), 201
-
-        return store
-
-    @bp.post(
-        "/conversations/<cid>/messages/<mid>/rounds/<round_index>",
-        tags=[TAG],
-        summary="Append one round (service call) of an assistant run",
-        responses={201: MessageOut, **WRITE_ERRORS},
-    )
-    @endpoint(write=True, prepares=True)
-    def round_create(path: RoundPath, body: RoundCreate):
-        """Per-service-call persistence (seed 002). The assistant message is created as
-        `in_progress` if unknown; `status` finishes the run. A round's calls may be posted
-        first without responses and again later with them."""
-        cid = _check_id("path.cid", path.cid)
-        mid = _check_id("path.mid", path.mid)
-        drafts.check_count("calls", len(body.calls), "MAX_TOOLS_PER_REQUEST", "tool calls")
-        draft = MessageDraft(
-            field="message",
-            external_id=mid,
-            role="assistant",
-            status=body.status,
-            default_status="in_progress",
-            calls=drafts.round_calls("calls", path.round_index, body.calls),
-        )
-        if body.usage is not None:
-            draft.usage.append(drafts.usage_draft("usage", body.usage, path.round_index))
-        ctx, prepared = _prepare([draft])
-
-        def store():
-            rows = _store(ctx, cid, prepared)
-            return jsonify(reads.messages_out([rows[0]["id"]], cid)[0]), 201
-
-        return store
-
-    @bp.post(
-        "/conversations/<cid>/import",
-        tags=[TAG],
-        summary="Import an OpenAI or Anthropic message list as a conversation",
-        responses={201: ConversationDetail, **WRITE_ERRORS},
-    )
-    @endpoint(write=True, prepares=True)
-    def conversation_import(path: ConversationPath, body: ImportCreate):
-        """Rounds and sequence indices are derived from the provider format. Message ids are
-        deterministic, so importing the same list again changes nothing. The body of a replay
-        export's `payload` (plus `format`) recreates an equivalent conversation. Bounded by
-        MAX_BODY_BYTES only: a long history is one request."""
-        cid = _check_id("path.cid", path.cid)
-        imported = _read_import(cid, body)
-        ctx = write_context()
-        started_at = body.started_at or ctx.now
-        prepared = ingest.prepare_messages(ctx, _import_drafts(imported, started_at))
-
-        def store():
-            conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
-            ingest.store_messages(ctx, conversation_id, cid, prepared)
-            if imported.tools:
-                ingest.replace_tool_definitions(conversation_id, imported.tools)
-            if imported.system_prompt is not None:
-                values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
-                ingest.update_conversation(conversation_id, values, ctx.now)
-            return jsonify(reads.conversation_detail(ctx.project_id, cid)), 201
-
-        return store
+    return store
 
 
 def _read_import(cid: str, body: ImportCreate) -> ImportedConversation:
@@ -252,11 +317,20 @@ def _read_import(cid: str, body: ImportCreate) -> ImportedConversation:
         raise Invalid(exc.field, exc.message) from None
 
 
-def _import_drafts(imported: ImportedConversation, started_at: Any) -> list[MessageDraft]:
-    """Imported messages as drafts; one millisecond apart so they keep their order."""
+def import_times(count: int, now: datetime, started_at: datetime | None) -> list[datetime]:
+    """When each of ``count`` imported messages was stored: a microsecond apart, in order, the
+    last one before ``now`` (the moment the import answers for), so a replay right after the
+    import sees them all and a message posted later sorts after them. ``started_at`` is the
+    first one's time unless it is too late for that."""
+    latest_start = now - timedelta(microseconds=count)
+    start = latest_start if started_at is None else min(started_at, latest_start)
+    return [start + timedelta(microseconds=n) for n in range(count)]
+
+
+def _import_drafts(imported: ImportedConversation, times: list[datetime]) -> list[MessageDraft]:
+    """Imported messages as drafts, marked imported, at the given times."""
     out = []
-    for n, m in enumerate(imported.messages):
-        created_at = started_at + timedelta(milliseconds=n)
+    for m, created_at in zip(imported.messages, times, strict=True):
         out.append(
             MessageDraft(
                 field=m.field,
@@ -264,6 +338,7 @@ def _import_drafts(imported: ImportedConversation, started_at: Any) -> list[Mess
                 role=m.role,
                 content=m.content,
                 created_at=created_at,
+                imported=True,
                 calls=[
                     CallDraft(
                         field=c.field,

@@ -7,10 +7,11 @@ out: the answer lists exactly what a later GET will return.
 from __future__ import annotations
 
 from flask import current_app, g, jsonify, request
-from flask_openapi3 import APIBlueprint, Tag
+from flask_openapi3 import Tag
 
 from ..ingest import Invalid, prepare_message_tools, store_message_tools
-from . import drafts, reads, serializers
+from ..queries.messages import message_tools
+from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
 from .schemas import (
     UNIQUE_API_WRITE_ERRORS,
@@ -27,41 +28,43 @@ TAG = Tag(
 )
 
 
-def register_routes(bp: APIBlueprint) -> None:
-    @bp.post(
-        "/messages/tools",
-        tags=[TAG],
-        summary="Store a batch of tool calls (and responses) of one message",
-        responses={201: MessageToolList, **UNIQUE_API_WRITE_ERRORS},
-    )
-    @endpoint(write=True, prepares=True, unique_api=True)
-    def message_tools_create(body: MessageToolsCreate):
-        """Idempotent: a retried batch is stored once; a later post may add responses. An
-        unknown messageId makes a placeholder message, attached when its conversation's
-        messages arrive. At most MAX_TOOLS_PER_REQUEST tools."""
-        drafts.check_count("tools", len(body.tools), "MAX_TOOLS_PER_REQUEST", "tools")
-        ctx = write_context()
-        batch = prepare_message_tools(ctx, body.messageId, drafts.sdk_calls(body.tools))
+@bp.post(
+    "/messages/tools",
+    tags=[TAG],
+    summary="Store a batch of tool calls (and responses) of one message",
+    responses={201: MessageToolList, **UNIQUE_API_WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True, unique_api=True)
+def message_tools_post(body: MessageToolsCreate):
+    """Idempotent: a retried batch is stored once; a later post may add responses. An
+    unknown messageId makes a placeholder message, attached when its conversation's
+    messages arrive. At most MAX_TOOLS_PER_REQUEST tools."""
+    drafts.check_count("tools", len(body.tools), "MAX_TOOLS_PER_REQUEST", "tools")
+    ctx = write_context()
+    batch = prepare_message_tools(ctx, body.messageId, drafts.sdk_calls(body.tools))
 
-        def store():
-            rows = store_message_tools(ctx, batch)
-            data = [serializers.message_tool(r, body.messageId) for r in rows]
-            return jsonify(serializers.listing(data)), 201
+    def store():
+        rows = store_message_tools(ctx, batch)
+        data = [serializers.message_tool(r, body.messageId) for r in rows]
+        return jsonify(serializers.listing(data)), 201
 
-        return store
+    return store
 
-    @bp.get(
-        "/messages/tools",
-        tags=[TAG],
-        summary="Tool calls of several messages",
-        responses={200: MessageToolList, **error_responses(400)},
-    )
-    @endpoint(unique_api=True)
-    def message_tools_list(query: MessageToolsQuery):
-        """`messageIds` is comma-separated (URL-encoded commas are fine, the parameter may also
-        be repeated). Unknown ids, and ids of other projects, simply return nothing."""
-        ids = _message_ids(request.args.getlist("messageIds"))
-        return jsonify(serializers.listing(reads.message_tools(g.project.id, ids)))
+
+@bp.get(
+    "/messages/tools",
+    tags=[TAG],
+    summary="Tool calls of several messages",
+    responses={200: MessageToolList, **error_responses(400)},
+)
+@endpoint(unique_api=True)
+def message_tools_get(query: MessageToolsQuery):
+    """`messageIds` is comma-separated (URL-encoded commas are fine, the parameter may also
+    be repeated). Unknown ids, and ids of other projects, simply return nothing."""
+    ids = _message_ids(request.args.getlist("messageIds"))
+    rows = message_tools(g.project.id, ids)
+    data = [serializers.message_tool(r, r["message_external_id"]) for r in rows]
+    return jsonify(serializers.listing(data))
 
 
 def _message_ids(values: list[str]) -> list[str]:

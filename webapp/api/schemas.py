@@ -309,11 +309,6 @@ class ConversationPath(BaseModel):
     cid: str
 
 
-class MessagePath(BaseModel):
-    cid: str
-    mid: str
-
-
 class RoundPath(BaseModel):
     cid: str
     mid: str

@@ -1,7 +1,8 @@
-"""Stored rows (mappings of column values) → the JSON objects the API answers with.
+"""Stored rows → the JSON objects the API answers with.
 
-Plain functions over plain mappings, so the same code renders rows read from the database and
-rows the write path has just built in memory (the MessageTool answer needs no re-read).
+Plain functions over plain mappings (and, for conversations, the records ``webapp.queries``
+returns), so the same code renders rows read from the database and rows the write path has just
+built in memory (the MessageTool answer needs no re-read).
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
+
+from ..queries.conversation_list import ConversationRow
+from ..queries.records import ConversationRecord
 
 Row = Mapping[str, Any]
 
@@ -123,31 +127,31 @@ def tool_definition(row: Row) -> dict[str, Any]:
     }
 
 
-def conversation(row: Row, tools: Iterable[Row] = ()) -> dict[str, Any]:
+def conversation(c: ConversationRecord, tools: Iterable[Row] = ()) -> dict[str, Any]:
     return {
-        "id": row["external_id"],
+        "id": c.external_id,
         "object": "conversation",
-        "title": row["title"],
-        "channel": row["channel"],
-        "metadata": row["metadata"] or {},
-        "system_prompt": row["system_prompt"],
+        "title": c.title,
+        "channel": c.channel,
+        "metadata": c.meta,
+        "system_prompt": c.system_prompt,
         "tools": [tool_definition(t) for t in tools],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
+        "created_at": iso(c.created_at),
+        "updated_at": iso(c.updated_at),
     }
 
 
-def conversation_summary(row: Row) -> dict[str, Any]:
+def conversation_summary(c: ConversationRow) -> dict[str, Any]:
     return {
-        "id": row["external_id"],
+        "id": c.external_id,
         "object": "conversation",
-        "title": row["title"],
-        "channel": row["channel"],
-        "metadata": row["metadata"] or {},
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "message_count": row["message_count"],
-        "tool_call_count": row["tool_call_count"],
+        "title": c.title,
+        "channel": c.channel,
+        "metadata": c.meta,
+        "created_at": iso(c.created_at),
+        "updated_at": iso(c.updated_at),
+        "message_count": c.stats.messages,
+        "tool_call_count": c.stats.calls,
     }
 
 

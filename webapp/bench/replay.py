@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..replay import History, ReplayOptions, make_synthetic_history, replay
+from ..replay.gc_pause import gc_paused
 from .load import percentile
 from .sections import BenchContext, Figure, section
 from .server import BENCH_PROJECT
@@ -58,15 +59,18 @@ def replay_section(ctx: BenchContext) -> list[Figure]:
 
 
 def time_core(history: History, options: ReplayOptions, seconds: float) -> list[float]:
-    """Milliseconds of each run, repeated for about ``seconds`` (within the run bounds)."""
-    replay(history, options)  # warm-up: first-use costs are not the replay's
+    """Milliseconds of each run, repeated for about ``seconds`` (within the run bounds). Each run
+    pauses the cyclic GC around itself, as a replay request does."""
+    with gc_paused():
+        replay(history, options)  # warm-up: first-use costs are not the replay's
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(times) < MIN_CORE_RUNS or (
         time.perf_counter() < deadline and len(times) < MAX_CORE_RUNS
     ):
         started = time.perf_counter()
-        replay(history, options)
+        with gc_paused():
+            replay(history, options)
         times.append((time.perf_counter() - started) * 1000)
     return times
 

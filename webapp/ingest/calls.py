@@ -18,8 +18,8 @@ from sqlalchemy import Text, bindparam, select, update
 
 from ..db import db
 from ..redaction import CompiledRules
+from ..sql import TOOL, dialect_insert, json_from_text
 from .errors import Conflict, Invalid, RaceLost
-from .sql import TOOL, dialect_insert, json_from_text
 from .values import clean_json, clean_text, compact_json, count_tokens
 
 

@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import bindparam, delete, select, update
 
 from ..db import db
+from ..sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
 from .errors import Invalid, RaceLost
-from .sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
 from .values import clean_json, clean_text, compact_json
 
 

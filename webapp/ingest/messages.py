@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 
 from ..db import db
+from ..sql import MESSAGE, dialect_insert
 from .calls import CallDraft
 from .errors import Conflict, Invalid, RaceLost
-from .sql import MESSAGE, dialect_insert
 from .usage import UsageDraft
 from .values import count_tokens
 
@@ -39,6 +39,8 @@ class MessageDraft:
     usage: list[UsageDraft] = field(default_factory=list)
     # Run status of a new assistant message when none is given (per-round posts: in_progress).
     default_status: str = "completed"
+    # Stored by the import API (a new row is marked; an existing row keeps its mark).
+    imported: bool = False
     # Token counts of content by (content, model), filled by `count_content` before the write
     # lock is taken, so storing rarely has to run the tokenizer.
     token_counts: dict[tuple[str, str | None], int] = field(default_factory=dict)
@@ -228,6 +230,7 @@ def _new_message_row(
         "status": _default_status(draft),
         "model": draft.model,
         "content_tokens": count_content(draft, draft.content, draft.model),
+        "imported": draft.imported,
     }
 
 

@@ -12,8 +12,8 @@ from sqlalchemy import bindparam, select, update
 
 from ..db import db
 from ..pricing import PriceOverride, cost_for
+from ..sql import SERVICE_CALL
 from .errors import Conflict, Invalid
-from .sql import SERVICE_CALL
 
 
 @dataclass

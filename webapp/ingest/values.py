@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..replay.jsonfast import dumps
 from ..tokens import TokenCount, estimate
 
 
 def compact_json(value: Any) -> str:
-    """Compact JSON as models emit it; NaN/Infinity are refused (the caller names the field)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON as models emit it and the replay sends it (``webapp.replay.jsonfast``);
+    NaN and Infinity are refused with a ValueError (the caller names the field)."""
+    return dumps(value, allow_nan=False)
 
 
 def clean_text(text: str | None) -> str | None:

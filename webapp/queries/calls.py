@@ -6,10 +6,11 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from ..db import db
 from ..models import Channel, Conversation, Message, Project, ToolInvocation
+from .conversations import FRESHNESS_WINDOW
 from .records import CallRecord
 from .timeline import call_columns, call_record
 
@@ -22,6 +23,7 @@ class CallDetail:
     message_external_id: str
     message_content: str | None
     message_status: str | None
+    message_imported: bool
     conversation_id: int | None
     conversation_external_id: str | None
     conversation_title: str | None
@@ -40,10 +42,11 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
             Message.external_id.label("message_external_id"),
             Message.content.label("message_content"),
             Message.status.label("message_status"),
+            Message.imported.label("message_imported"),
             Conversation.id.label("conversation_id"),
             Conversation.external_id.label("conversation_external_id"),
             Conversation.title.label("conversation_title"),
-            func.coalesce(Channel.freshness_seconds, Project.freshness_seconds).label("window"),
+            FRESHNESS_WINDOW.label("window"),
         )
         .join(Message, Message.id == t.message_id)
         .join(Project, Project.id == t.project_id)
@@ -64,6 +67,7 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
         message_external_id=row.message_external_id,
         message_content=row.message_content,
         message_status=row.message_status,
+        message_imported=row.message_imported,
         conversation_id=row.conversation_id,
         conversation_external_id=row.conversation_external_id,
         conversation_title=row.conversation_title,

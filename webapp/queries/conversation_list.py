@@ -1,5 +1,12 @@
-"""The conversations list: filters, search, sort and keyset paging, in two queries per page
-(the page of conversations, then their aggregates — see ``stats.py``)."""
+"""The conversations list of the dashboard and of the API (``GET /api/v1/conversations``): one
+search, one set of filters, one sort and one cursor format, in two queries per page (the page of
+conversations, then their aggregates — see ``stats.py``).
+
+Search (``q``, case-insensitive, ``%`` and ``_`` taken literally) finds a conversation by its id,
+its title, the text or id of any of its messages, or the name of a tool it called. A cursor is
+``webapp.queries.cursors``' encoding of the last row's sort value and id; one made for another
+sort is refused.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +20,21 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall, ToolInvocation
+from ..sql import after_key
 from . import stats
+from .cursors import CursorError, encode
+from .cursors import decode as decode_cursor
 from .records import ConversationStats
-from .sql import after_key
 
 SORTS = ("recent", "oldest", "calls", "errors", "tokens")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+MAX_QUERY_CHARS = 200
+
+
+def search_text(raw: str | None) -> str:
+    """The search as it is run and shown: runs of white space are one space."""
+    return " ".join((raw or "").split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +76,8 @@ class ConversationRow:
     created_at: datetime
     updated_at: datetime
     stats: ConversationStats
+    # The API lists it; the dashboard's JSON twin never did.
+    meta: dict[str, Any] = field(metadata={"json": False})
     # The keyset value of the sort (for the next cursor); not part of the JSON twin.
     sort_value: Any = field(metadata={"json": False})
 
@@ -69,6 +86,26 @@ class ConversationRow:
 class ConversationPage:
     rows: list[ConversationRow]
     has_more: bool
+
+    @property
+    def next_cursor(self) -> str | None:
+        """Where the next page starts, when there is one."""
+        if not (self.has_more and self.rows):
+            return None
+        last = self.rows[-1]
+        return encode(last.sort_value, last.id)
+
+
+def page_start(cursor: str | None, sort: str) -> tuple[Any, int] | None:
+    """The keyset position a cursor of this list names (None: the first page). CursorError if
+    it is damaged or was made for another sort."""
+    if not cursor:
+        return None
+    after = decode_cursor(cursor)
+    expected = datetime if sort in ("recent", "oldest") else int
+    if not isinstance(after[0], expected):
+        raise CursorError(f"does not belong to sort '{sort}'")
+    return after
 
 
 def _start_of(day: date) -> datetime:
@@ -164,7 +201,13 @@ def _project_aggregate(project_id: int, sort: str):
 def _base_select():
     c = Conversation
     return select(
-        c.id, c.external_id, c.title, c.created_at, c.updated_at, Channel.name.label("channel")
+        c.id,
+        c.external_id,
+        c.title,
+        c.meta,
+        c.created_at,
+        c.updated_at,
+        Channel.name.label("channel"),
     ).outerjoin(Channel, Channel.id == c.channel_id)
 
 
@@ -205,6 +248,7 @@ def _with_stats(rows: Sequence[Any], sort: str) -> list[ConversationRow]:
             created_at=r.created_at,
             updated_at=r.updated_at,
             stats=aggregates[r.id],
+            meta=r.meta or {},
             sort_value=_sort_value(r.sort_value, sort),
         )
         for r in rows
@@ -238,8 +282,3 @@ def updated_since(
     )
     return ConversationPage(_with_stats(db.session.execute(stmt).all(), "recent"), False)
 
-
-def channel_names(project_id: int) -> Sequence[str]:
-    return db.session.scalars(
-        select(Channel.name).where(Channel.project_id == project_id).order_by(Channel.name)
-    ).all()

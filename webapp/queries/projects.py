@@ -1,13 +1,15 @@
-"""Projects for the dashboard's project switcher and settings."""
+"""Projects for the dashboard's project switcher and settings, and what a project's filters offer:
+its channel and tool names, its price overrides."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 
 from ..db import db
-from ..models import Project
+from ..models import Channel, Project, ToolInvocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +37,31 @@ def find_project(project_id: int | None, fallback_slug: str) -> ProjectRecord | 
 
 def all_projects() -> list[ProjectRecord]:
     return [_record(p) for p in db.session.scalars(select(Project).order_by(Project.name))]
+
+
+def price_overrides(project_id: int) -> dict[str, Any]:
+    """The project's price overrides as stored (model or pattern -> prices as entered). The
+    dashboard has usually loaded the project already: no query then."""
+    project = db.session.get(Project, project_id)
+    return dict(project.price_overrides or {}) if project is not None else {}
+
+
+def channel_names(project_id: int) -> list[str]:
+    return list(
+        db.session.scalars(
+            select(Channel.name).where(Channel.project_id == project_id).order_by(Channel.name)
+        )
+    )
+
+
+def tool_names(project_id: int) -> list[str]:
+    """Every function name the project has called (uses the (project, function) index)."""
+    t = ToolInvocation
+    return list(
+        db.session.scalars(
+            select(t.function_name)
+            .where(t.project_id == project_id)
+            .group_by(t.function_name)
+            .order_by(t.function_name)
+        )
+    )

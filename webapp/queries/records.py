@@ -51,6 +51,7 @@ class MessageRecord:
     status: str | None
     model: str | None
     content_tokens: int | None
+    imported: bool = False  # stored by the import API
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Reads behind the conversation page: the conversation, pages of messages, the first calls of
+"""Reads behind the conversation page: pages of messages, the first calls of
 each assistant run (one window-function query for a whole page), further chunks of a run's
 calls, and the live view's "anything new?" check.
 
@@ -17,68 +17,20 @@ from typing import Any
 from sqlalchemy import and_, case, exists, func, literal, or_, select
 
 from ..db import db
-from ..models import (
-    Channel,
-    Conversation,
-    Message,
-    Project,
-    ServiceCall,
-    ToolDefinition,
-    ToolInvocation,
-)
+from ..models import Conversation, Message, ServiceCall, ToolInvocation
+from ..sql import after_key, as_int
 from .records import (
     CallRecord,
-    ConversationRecord,
     MessageCallSummary,
     MessageRecord,
     ServiceCallRecord,
 )
-from .sql import after_key, as_int
 
 T = ToolInvocation
 
 
-def get_conversation(project_id: int, conversation_id: int) -> ConversationRecord | None:
-    """The conversation with its channel name and freshness window resolved (one query)."""
-    row = db.session.execute(
-        select(
-            Conversation,
-            Channel.name.label("channel_name"),
-            Channel.freshness_seconds.label("channel_window"),
-            Project.freshness_seconds.label("project_window"),
-        )
-        .join(Project, Project.id == Conversation.project_id)
-        .outerjoin(Channel, Channel.id == Conversation.channel_id)
-        .where(Conversation.id == conversation_id, Conversation.project_id == project_id)
-    ).first()
-    if row is None:
-        return None
-    c = row.Conversation
-    window = row.channel_window if row.channel_window is not None else row.project_window
-    return ConversationRecord(
-        id=c.id,
-        external_id=c.external_id,
-        title=c.title or "",
-        channel=row.channel_name,
-        meta=c.meta or {},
-        system_prompt=c.system_prompt,
-        created_at=c.created_at,
-        updated_at=c.updated_at,
-        freshness_seconds=window,
-    )
-
-
-def tool_definition_names(conversation_id: int) -> list[str]:
-    return list(
-        db.session.scalars(
-            select(ToolDefinition.name)
-            .where(ToolDefinition.conversation_id == conversation_id)
-            .order_by(ToolDefinition.name)
-        )
-    )
-
-
-_MESSAGE_COLUMNS = (
+# A message as the readers use it (the timeline, the replay's histories).
+MESSAGE_COLUMNS = (
     Message.id,
     Message.external_id,
     Message.role,
@@ -87,6 +39,7 @@ _MESSAGE_COLUMNS = (
     Message.status,
     Message.model,
     Message.content_tokens,
+    Message.imported,
 )
 
 
@@ -100,6 +53,7 @@ def _message(row: Any) -> MessageRecord:
         status=row.status,
         model=row.model,
         content_tokens=row.content_tokens,
+        imported=row.imported,
     )
 
 
@@ -107,7 +61,7 @@ def message_page(
     conversation_id: int, after: tuple[datetime, int] | None, limit: int
 ) -> tuple[list[MessageRecord], bool]:
     """Up to ``limit`` messages after the keyset ``after``, and whether more follow."""
-    stmt = select(*_MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
+    stmt = select(*MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
     if after is not None:
         stmt = stmt.where(after_key((Message.created_at, Message.id), after, descending=False))
     rows = db.session.execute(stmt.order_by(Message.created_at, Message.id).limit(limit + 1)).all()
@@ -135,7 +89,7 @@ def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> in
 
 def get_message(conversation_id: int, message_id: int) -> MessageRecord | None:
     row = db.session.execute(
-        select(*_MESSAGE_COLUMNS).where(
+        select(*MESSAGE_COLUMNS).where(
             Message.id == message_id, Message.conversation_id == conversation_id
         )
     ).first()
@@ -334,7 +288,7 @@ def messages_to_refresh(
     with_new_calls = select(T.message_id).where(T.id > after_call_id)
     created_at, row_id = upto
     rows = db.session.execute(
-        select(*_MESSAGE_COLUMNS)
+        select(*MESSAGE_COLUMNS)
         .where(
             Message.conversation_id == conversation_id,
             or_(

@@ -11,7 +11,7 @@ from sqlalchemy import case, func, or_, select
 
 from ..db import db
 from ..models import Conversation, Message, ToolInvocation
-from .sql import after_key, as_int, duration_ms
+from ..sql import after_key, as_int, duration_ms
 
 T = ToolInvocation
 PERCENTILES = (50, 95)

@@ -26,7 +26,6 @@ from . import budget
 from .build import build_plan, sorted_messages
 from .diagnostics import Diagnostic, Problem
 from .formats import payload_messages, render
-from .gc_pause import gc_paused
 from .history import History, Message, ServiceCall, ToolCall, ToolDefinition
 from .naive import naive_payload, naive_replay_problems
 from .options import FORMATS, ReplayOptions, heuristic_tokens
@@ -87,9 +86,12 @@ def turn_starts(history: History) -> list[TurnStart]:
 
 
 def replay(history: History, options: ReplayOptions | None = None) -> ReplayResult:
-    """Build the provider payload for ``history`` under ``options`` (defaults if None)."""
-    with gc_paused():
-        return _replay(history, options or ReplayOptions())
+    """Build the provider payload for ``history`` under ``options`` (defaults if None).
+
+    A long history allocates many objects: run a whole replay job under
+    :func:`webapp.replay.gc_pause.gc_paused` (the pure core leaves process-wide switches to its
+    caller)."""
+    return _replay(history, options or ReplayOptions())
 
 
 def _replay(history: History, options: ReplayOptions) -> ReplayResult:

@@ -5,8 +5,10 @@ Order of work per assistant message (conversation order, messages sorted by
 
 1. ``as_of``: messages and calls created after it do not exist; a response created after it is
    missing. When ``as_of`` falls inside a run (a call, response or service call of the message
-   is newer than ``as_of``), a run stored as ``completed`` is treated as ``in_progress``: at
-   that moment it had not finished, and its final text did not exist yet.
+   is newer than ``as_of``), the run is treated as ``in_progress`` whatever its stored status
+   (``completed``, ``failed`` or ``cancelled`` is how it ended, later): at that moment it had
+   not finished, its final text did not exist yet, and nothing was compacted against it (the
+   seed compacts at the end of a turn, against the final answer).
 2. Persistence (seed 002). ``per-run``: a run that is not completed contributes nothing.
    ``per-service-call``: its rounds are replayed like any other; its final text is replayed when
    stored, except when the run was still in progress at ``as_of`` (see 1). A missing status on
@@ -21,8 +23,18 @@ Order of work per assistant message (conversation order, messages sorted by
    ``trim_trailing`` on the round is dropped — calls and results — because a call must never
    go unanswered. This applies in both persistence modes; in ``per-service-call`` mode it is
    exactly what a service-stored history would hold.
-5. Ids (``ids.py``) are assigned to kept calls in payload order, after trimming.
+5. Ids (``ids.py``) are assigned to kept calls in payload order, after trimming. Tool names the
+   providers refuse are mapped to accepted ones (``names.py``), the same in the calls and the
+   tool definitions.
 6. Compaction (``compaction.py``) against the message's replayed final text, then truncation.
+7. Imported runs (``Message.imported``: stored by the import API from a provider message list)
+   are what a model was sent. Freshness, trailing-result trimming and compaction decided what
+   that list holds before it was sent, so they are not applied again: an imported result is
+   never stale (its time is the import's, not the tool's), an imported last round is never
+   trailing (the list held its results, so a service call received them) and an imported result
+   is not compacted (the list already holds what its author kept). ``as_of``, ids, tool names,
+   truncation (which leaves a result already cut to the cap alone) and the budget apply as to
+   any other run. This is what makes export → import → export give the same payload.
 
 ``next_source_number`` is one more than the largest ``source_number`` in any response that
 exists at ``as_of`` (replayed or not — old texts may still cite it), or 0 when there is none.
@@ -34,16 +46,18 @@ text is replayed only when it has non-whitespace content.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
 from . import compaction, truncation
+from .formats import object_schema
 from .history import History, Message, ToolCall, ToolDefinition
 from .ids import IdAllocator
 from .jsonfast import dumps
+from .names import tool_name_map
 from .options import ReplayOptions, heuristic_tokens
 from .units import MESSAGE_OVERHEAD, CallOut, DiagnosticLog, Unit
 
@@ -90,9 +104,11 @@ def latest_moment(messages: list[Message]) -> datetime | None:
 
 
 def tool_definition_tokens(tool: ToolDefinition, count: Callable[[str], int]) -> int:
+    """Name, description and schema; a stored schema counts as it is sent (an untyped one with
+    its ``"type": "object"``), so a copy imported from the export counts the same."""
     tokens = count(tool.name) + count(tool.description or "")
     if tool.parameters is not None:
-        tokens += count(dumps(tool.parameters))
+        tokens += count(dumps(object_schema(tool.parameters)))
     return tokens
 
 
@@ -116,6 +132,10 @@ class _Builder:
         self.count = options.count_tokens
         self.log = DiagnosticLog()
         self.ids = IdAllocator(options.format)
+        self.names = tool_name_map(
+            [t.name for t in history.tool_definitions]
+            + [c.function_name for m in history.messages for c in m.tool_calls]
+        )
         self.units: list[Unit] = []
         self.omitted: dict[str, int] = {}
         self.counters: dict[str, Any] = {
@@ -242,8 +262,7 @@ class _Builder:
 
     def assistant(self, pos: int, m: Message) -> None:
         status = m.status or "completed"
-        calls, late = self.visible_calls(pos, m)
-        in_progress_at_as_of = late and status == "completed"
+        calls, in_progress_at_as_of = self.visible_calls(pos, m)
         effective = "in_progress" if in_progress_at_as_of else status
 
         if effective != "completed" and self.options.persistence == "per-run":
@@ -288,11 +307,11 @@ class _Builder:
             )
 
         rounds = self.select_rounds(pos, m, calls) if calls else []
-        if rounds and final_text is None and self.options.trim_trailing:
+        if rounds and final_text is None and self.options.trim_trailing and not m.imported:
             self.trim_trailing(pos, m, calls, rounds)
 
         cited = None
-        if self.options.compact_sources and final_text is not None:
+        if self.options.compact_sources and final_text is not None and not m.imported:
             cited = compaction.cited_numbers(final_text)
         for round_index, kept in rounds:
             self.emit_round(pos, m, round_index, kept, cited)
@@ -322,7 +341,7 @@ class _Builder:
         """Rules 1, 2 and 4: group by round, keep calls with a fresh response, skip empty rounds."""
         as_of = self.as_of
         window = self.options.freshness_seconds
-        if as_of is None:
+        if as_of is None or m.imported:
             window = None
         log = self.log
         rounds: list[tuple[int, list[_Kept]]] = []
@@ -454,6 +473,8 @@ class _Builder:
             args = c.arguments
             args_json = "{}" if args is None else dumps(args)
             name = c.function_name
+            if self.names and name in self.names:
+                name = self.rename_call(pos, m, c, call_id)
             name_cost = name_tokens.get(name)
             if name_cost is None:
                 name_cost = name_tokens[name] = count(name)
@@ -500,6 +521,22 @@ class _Builder:
             call_id=call_id,
             detail=detail,
         )
+
+    def rename_call(self, pos: int, m: Message, c: ToolCall, call_id: str) -> str:
+        old = c.function_name
+        new = self.names[old]
+        self.log_call(
+            pos,
+            m,
+            c,
+            call_id,
+            "tool_name_renamed",
+            f"Tool name {old!r} is not accepted by providers (letters, digits, '_' and '-', at "
+            f"most 64 characters); it is sent as '{new}', the same in every call and in the tool "
+            "definition.",
+            {"old_name": old, "new_name": new},
+        )
+        return new
 
     def log_id_change(self, pos: int, m: Message, c: ToolCall, call_id: str, change: str) -> None:
         if change == "generated":
@@ -558,27 +595,27 @@ class _Builder:
         cut = truncation.truncate(result, cap, self.count)
         if cut is None:
             return result
-        text, n = cut
         self.counters["results_truncated"] += 1
-        self.counters["truncated_tokens"] += n
+        self.counters["truncated_tokens"] += cut.cut_tokens
         self.log_call(
             pos,
             m,
             c,
             call_id,
             "truncated",
-            f"This result was {n} tokens over the {cap}-token cap and was cut; a notice says how "
-            "much was cut.",
-            {"cut_tokens": n, "cap": cap},
+            f"This result was {cut.over_tokens} tokens over the {cap}-token cap and was cut; a "
+            "notice says how much was cut.",
+            {"cut_tokens": cut.cut_tokens, "cap": cap},
         )
-        return text
+        return cut.text
 
     # -- fixed parts -------------------------------------------------------------------------
 
-    def plan(self, end_pos: int) -> Plan:
-        count = self.count
+    def tools(self) -> list[ToolDefinition]:
+        """One definition per name, each under the name its calls are sent with."""
         tools: list[ToolDefinition] = []
         seen: set[str] = set()
+        renamed = False
         for tool in self.history.tool_definitions:
             if tool.name in seen:
                 self.log.add(
@@ -590,7 +627,28 @@ class _Builder:
                 )
                 continue
             seen.add(tool.name)
+            new = self.names.get(tool.name)
+            if new is not None:
+                self.log.add(
+                    -1,
+                    "tool_name_renamed",
+                    f"Tool name {tool.name!r} is not accepted by providers (letters, digits, '_' "
+                    f"and '-', at most 64 characters); it is defined as '{new}', the name its "
+                    "calls are sent with.",
+                    detail={"old_name": tool.name, "new_name": new},
+                )
+                tool = replace(tool, name=new)
+                renamed = True
             tools.append(tool)
+        if renamed:
+            # Stored definitions are loaded in name order; renamed ones are listed in the order
+            # of the names they are sent with, as a copy imported from this export loads them.
+            tools.sort(key=attrgetter("name"))
+        return tools
+
+    def plan(self, end_pos: int) -> Plan:
+        count = self.count
+        tools = self.tools()
         system = self.history.system_prompt if _has_text(self.history.system_prompt) else None
         fixed = count(system or "") + sum(tool_definition_tokens(t, count) for t in tools)
         return Plan(

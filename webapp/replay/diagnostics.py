@@ -5,13 +5,15 @@ Diagnostic kinds emitted by the replay, in the order a reader meets them:
 ``after_as_of``          a message or call created after ``as_of`` does not exist yet
 ``run_not_completed``    per-run mode: a failed/cancelled/in-progress run contributes nothing
                          (per-service-call mode: only its text is held back when the run was
-                         still in progress at ``as_of``)
+                         still in progress at ``as_of``, whatever it ended as later)
 ``response_missing``     a call without a response at ``as_of`` is left out with its call entry
 ``stale``                a result older than the freshness window is left out with its call
 ``round_skipped``        no call of the round is left, so the whole round is skipped
 ``trailing_trimmed``     the run's last round was never consumed by a later service call
 ``id_generated``         an empty call id was replaced by a stable generated one
 ``id_renamed``           a duplicated or provider-invalid id was replaced by a stable one
+``tool_name_renamed``    a tool name providers refuse is sent as one they accept (on each call
+                         and, without a call, on the tool definition)
 ``redacted``             informational: the result was redacted before storage
 ``compacted``            uncited ``source_number`` items were dropped from a result
 ``truncated``            a result over the token cap was cut

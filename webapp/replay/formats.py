@@ -56,7 +56,7 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 JSON = dict[str, Any]
 
 
-def _object_schema(parameters: dict[str, Any] | None) -> JSON:
+def object_schema(parameters: dict[str, Any] | None) -> JSON:
     """The stored schema as providers accept it: untyped schemas become object schemas."""
     if not parameters:
         return EMPTY_SCHEMA
@@ -72,7 +72,7 @@ def _tools_openai_chat(tools: list[ToolDefinition]) -> list[JSON]:
         if t.description:
             fn["description"] = t.description
         if t.parameters is not None:
-            fn["parameters"] = _object_schema(t.parameters)
+            fn["parameters"] = object_schema(t.parameters)
         out.append({"type": "function", "function": fn})
     return out
 
@@ -83,7 +83,7 @@ def _tools_openai_responses(tools: list[ToolDefinition]) -> list[JSON]:
         tool: JSON = {"type": "function", "name": t.name}
         if t.description:
             tool["description"] = t.description
-        tool["parameters"] = _object_schema(t.parameters)
+        tool["parameters"] = object_schema(t.parameters)
         tool["strict"] = False
         out.append(tool)
     return out
@@ -95,7 +95,7 @@ def _tools_anthropic(tools: list[ToolDefinition]) -> list[JSON]:
         tool: JSON = {"name": t.name}
         if t.description:
             tool["description"] = t.description
-        tool["input_schema"] = _object_schema(t.parameters)
+        tool["input_schema"] = object_schema(t.parameters)
         out.append(tool)
     return out
 

@@ -50,7 +50,12 @@ class ServiceCall:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A conversation message. Assistant messages carry their run's tool calls."""
+    """A conversation message. Assistant messages carry their run's tool calls.
+
+    ``imported``: the message came from a provider message list (the import API), that is from
+    a request a model was sent. Its run is replayed as it was sent: no freshness window, no
+    trailing-result trimming and no source compaction (see ``build.py``).
+    """
 
     row_id: int
     external_id: str
@@ -61,6 +66,7 @@ class Message:
     model: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     service_calls: tuple[ServiceCall, ...] = ()
+    imported: bool = False
 
 
 @dataclass(frozen=True, slots=True)

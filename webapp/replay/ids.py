@@ -2,9 +2,17 @@
 
 Ids are derived from stable data (conversation id, message external id, round, sequence), never
 from randomness or row ids, so replaying the same data twice — or after a re-import — gives the
-same ids. Generated ids look like ``call_`` + 24 hex digits, which every provider accepts.
+same ids. Generated ids look like ``call_`` + 24 hex digits (29 characters), which every
+provider accepts.
 
-Anthropic requires ``^[a-zA-Z0-9_-]{1,64}$``; OpenAI rejects ids longer than 64 characters.
+What each format accepts as a tool-call id:
+
+* ``openai-chat``: at most 40 characters (Chat Completions answers "string too long. Expected a
+  string with maximum length 40" for ``tool_calls[].id``);
+* ``openai-responses``: at most 64 characters (``call_id``);
+* ``anthropic``: ``^[a-zA-Z0-9_-]{1,64}$`` (``tool_use.id``; the API's pattern has no length
+  limit, 64 is kept as the conservative one that the Claude clients also apply).
+
 An id that is used a second time in the same payload keeps its first use and is renamed on the
 later ones.
 """
@@ -16,7 +24,7 @@ import re
 from collections.abc import Callable
 
 ANTHROPIC_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-MAX_OPENAI_ID_LEN = 64
+MAX_ID_LENGTH = {"openai-chat": 40, "openai-responses": 64}
 
 
 def derive_id(*parts: object) -> str:
@@ -25,28 +33,22 @@ def derive_id(*parts: object) -> str:
     return "call_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
-def _openai_id_ok(call_id: str) -> bool:
-    return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
-
-
-def id_is_valid(call_id: str, fmt: str) -> bool:
-    """Whether the provider behind ``fmt`` accepts ``call_id`` as a tool-call id."""
+def id_checker(fmt: str) -> Callable[[str], object]:
+    """``ok(call_id)``, truthy when the provider behind ``fmt`` accepts ``call_id``."""
     if fmt == "anthropic":
-        return ANTHROPIC_ID_RE.fullmatch(call_id) is not None
-    return 0 < len(call_id) <= MAX_OPENAI_ID_LEN
+        return ANTHROPIC_ID_RE.fullmatch
+    limit = MAX_ID_LENGTH[fmt]
+    return lambda call_id: 0 < len(call_id) <= limit
 
 
 class IdAllocator:
     """Hands out payload-unique ids in payload order."""
 
-    __slots__ = ("_fmt", "_used", "_valid")
+    __slots__ = ("_used", "_valid")
 
     def __init__(self, fmt: str) -> None:
-        self._fmt = fmt
         self._used: set[str] = set()
-        self._valid: Callable[[str], object] = (
-            ANTHROPIC_ID_RE.fullmatch if fmt == "anthropic" else _openai_id_ok
-        )
+        self._valid = id_checker(fmt)
 
     def assign(self, original: str, *parts: object) -> tuple[str, str | None]:
         """Return ``(id, change)`` where change is None, ``"generated"`` or ``"renamed"``.

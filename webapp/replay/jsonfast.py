@@ -1,9 +1,23 @@
-"""Compact, deterministic JSON encoding, fast enough to run once per replayed call.
+"""The project's JSON: compact, deterministic encoding fast enough to run once per replayed
+call, and decoding of agent content with bounded nesting.
 
 ``dumps`` gives the same text as ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``
 (keys in stored order, non-ASCII kept). It calls the C encoder directly: the standard
 ``JSONEncoder.encode`` builds a new C encoder on every call, which doubles the cost for the
 small argument objects a replay encodes by the thousand.
+
+The one compact encoding of the project: ingestion stores and counts argument objects with it
+(refusing NaN and Infinity, which are not JSON), and the replay sends the same text, so a count
+stored at ingestion is the count of what the replay sends.
+
+``loads`` is the one parser of JSON that agents sent: a tool result, an imported arguments
+string, a list cursor. Agent content is untrusted, and a page must never fail because of it.
+``json.loads`` recurses once per nesting level, so ``"[" * 5000`` raises RecursionError, not
+ValueError. That once let one tool result turn every page that showed it into a 500.
+pydantic-core's parser is already our request parser. It stops at ``MAX_DEPTH`` levels with a
+ValueError, so JSON nested that deep counts as "not JSON" and is shown and stored as the text
+it is. Everything built from a parsed value (pretty-printing, redaction, the replay) then
+recurses at most ``MAX_DEPTH`` levels.
 """
 
 from __future__ import annotations
@@ -13,21 +27,25 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
-_SLOW = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+from pydantic_core import from_json
+
+# The nesting depth pydantic-core's parser allows (its fixed recursion limit). JSON nested
+# deeper is not parsed. tests/test_jsonfast.py pins the limit, so a change to it is noticed.
+MAX_DEPTH = 200
 
 
 def _default(obj: object) -> Any:
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
-def _make_fast() -> Callable[[Any, int], Any] | None:
+def _make_fast(allow_nan: bool) -> Callable[[Any, int], Any] | None:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover - CPython always has the C accelerator
         return None
     try:
         # markers=None skips the circular-reference check: stored JSON cannot be circular.
         enc = make(
-            None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+            None, _default, json.encoder.encode_basestring, None, ":", ",", False, False, allow_nan
         )
         enc({"probe": [1, "é"]}, 0)
     except Exception:  # pragma: no cover - a future CPython with another signature
@@ -35,11 +53,37 @@ def _make_fast() -> Callable[[Any, int], Any] | None:
     return enc  # type: ignore[no-any-return]
 
 
-_FAST = _make_fast()
+_FAST = {allow_nan: _make_fast(allow_nan) for allow_nan in (True, False)}
 
 
-def dumps(obj: Any) -> str:
-    """Compact JSON text of ``obj``."""
-    if _FAST is None or isinstance(obj, str):  # pragma: no cover - fallback
-        return _SLOW.encode(obj)
-    return "".join(_FAST(obj, 0))
+def dumps(obj: Any, *, allow_nan: bool = True) -> str:
+    """Compact JSON text of ``obj``; with ``allow_nan=False`` NaN and Infinity raise ValueError."""
+    fast = _FAST[allow_nan]
+    if fast is None or isinstance(obj, str):  # pragma: no cover - fallback
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+    return "".join(fast(obj, 0))
+
+
+def loads(text: str | bytes, *, allow_nan: bool = True) -> Any:
+    """The value that JSON `text` encodes. Raises ValueError when `text` is not JSON, nests
+    deeper than `MAX_DEPTH`, or has a number too long to convert. `allow_nan=False` refuses
+    NaN and Infinity too (they are not JSON; PostgreSQL cannot store them)."""
+    try:
+        return from_json(text, allow_inf_nan=allow_nan)
+    except TypeError as exc:  # a str with a lone surrogate, which cannot be UTF-8
+        raise ValueError(f"not JSON text: {exc}") from None
+
+
+def parse_container(text: str | None) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array that `text` holds. None for plain text, malformed or too deep
+    JSON, and scalars."""
+    if not text:
+        return None
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "[{":
+        return None  # cheap check first: most text is not JSON
+    try:
+        value = loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict | list) else None

@@ -9,8 +9,10 @@
   ``function_call`` before the next message item; anthropic: ``tool_result`` blocks for every
   ``tool_use`` at the start of the very next user message);
 * results reference only calls that are waiting for an answer;
-* call ids are non-empty and unique across the payload (Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``;
-  OpenAI: at most 64 characters);
+* call ids are non-empty and unique across the payload (Chat Completions: at most 40
+  characters; Responses: at most 64; Anthropic: ``^[a-zA-Z0-9_-]{1,64}$``, see ``ids.py``);
+* tool names, in the definitions and in every call, match ``^[a-zA-Z0-9_-]{1,64}$`` (see
+  ``names.py``);
 * arguments have the provider's shape (a JSON string encoding an object for OpenAI, an object
   for Anthropic);
 * Anthropic roles alternate and start with a user message; no empty text where providers
@@ -19,15 +21,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from .. import jsonsafe
+from . import jsonfast
 from .diagnostics import Problem
-from .ids import ANTHROPIC_ID_RE, MAX_OPENAI_ID_LEN
-
-TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-ANTHROPIC_TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+from .ids import ANTHROPIC_ID_RE, MAX_ID_LENGTH
+from .names import name_is_valid
 
 JSON = dict[str, Any]
 
@@ -70,14 +69,18 @@ class _Checker:
             self.add("empty_id", path, "tool call has an empty or missing id")
             return None
         if fmt == "anthropic":
-            if ANTHROPIC_ID_RE.fullmatch(call_id) is None:
+            if not ANTHROPIC_ID_RE.fullmatch(call_id):
                 self.add(
                     "bad_id",
                     path,
                     f"tool_use id '{call_id}' does not match ^[a-zA-Z0-9_-]{{1,64}}$",
                 )
-        elif len(call_id) > MAX_OPENAI_ID_LEN:
-            self.add("bad_id", path, f"tool call id '{call_id}' is longer than 64 characters")
+        elif len(call_id) > MAX_ID_LENGTH[fmt]:
+            self.add(
+                "bad_id",
+                path,
+                f"tool call id '{call_id}' is longer than {MAX_ID_LENGTH[fmt]} characters",
+            )
         first = self.ids.get(call_id)
         if first is not None:
             self.add("duplicate_id", path, f"tool call id '{call_id}' is already used at {first}")
@@ -90,20 +93,25 @@ class _Checker:
             self.add("bad_arguments", path, "arguments must be a JSON string")
             return
         try:
-            parsed = jsonsafe.loads(arguments)
+            parsed = jsonfast.loads(arguments)
         except ValueError:
             self.add("bad_arguments", path, "arguments are not valid JSON")
             return
         if not isinstance(parsed, dict):
             self.add("bad_arguments", path, "arguments must encode a JSON object")
 
-    def tool_names(self, names: list[tuple[object, str]], fmt: str) -> None:
-        pattern = ANTHROPIC_TOOL_NAME_RE if fmt == "anthropic" else TOOL_NAME_RE
+    def tool_name(self, name: object, path: str) -> bool:
+        if name_is_valid(name):
+            return True
+        self.add("bad_tool_name", path, f"tool name {name!r} is not accepted")
+        return False
+
+    def tool_names(self, names: list[tuple[object, str]]) -> None:
         seen: set[str] = set()
         for name, path in names:
-            if not isinstance(name, str) or pattern.fullmatch(name) is None:
-                self.add("bad_tool_name", path, f"tool name {name!r} is not accepted")
-            elif name in seen:
+            if not self.tool_name(name, path):
+                continue
+            if name in seen:
                 self.add("duplicate_tool", path, f"tool '{name}' is defined more than once")
             else:
                 seen.add(name)
@@ -149,7 +157,7 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
                     continue
                 names.append((fn.get("name"), f"{path}.function.name"))
                 ck.schema(fn.get("parameters"), f"{path}.function.parameters", required=False)
-            ck.tool_names(names, "openai-chat")
+            ck.tool_names(names)
 
     pending: dict[str, str] = {}  # id -> path of the call, in call order
     answered: set[str] = set()
@@ -211,6 +219,7 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                     ck.add("bad_shape", cpath, "a tool call needs a function with a name")
                     continue
+                ck.tool_name(fn["name"], f"{cpath}.function.name")
                 ck.json_arguments(fn.get("arguments"), f"{cpath}.function.arguments")
                 call_id = ck.call_id(call.get("id"), cpath, "openai-chat")
                 if call_id is not None and call_id not in pending:
@@ -247,7 +256,7 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
                     continue
                 names.append((t.get("name"), f"{path}.name"))
                 ck.schema(t.get("parameters"), f"{path}.parameters", required=True)
-            ck.tool_names(names, "openai-responses")
+            ck.tool_names(names)
 
     pending: dict[str, str] = {}
     answered: set[str] = set()
@@ -270,6 +279,8 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
         if kind == "function_call":
             if not isinstance(item.get("name"), str) or not item.get("name"):
                 ck.add("bad_shape", path, "a function_call needs a name")
+            else:
+                ck.tool_name(item["name"], f"{path}.name")
             ck.json_arguments(item.get("arguments"), f"{path}.arguments")
             call_id = ck.call_id(item.get("call_id"), path, "openai-responses")
             if call_id is not None and call_id not in pending:
@@ -319,7 +330,7 @@ def _anthropic(payload: JSON, ck: _Checker) -> None:
                     continue
                 names.append((t.get("name"), f"{path}.name"))
                 ck.schema(t.get("input_schema"), f"{path}.input_schema", required=True)
-            ck.tool_names(names, "anthropic")
+            ck.tool_names(names)
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         ck.add("empty_payload", "messages", "there must be at least one message")
@@ -375,6 +386,8 @@ def _anthropic(payload: JSON, ck: _Checker) -> None:
                     ck.add("bad_shape", bpath, "tool_use blocks belong in assistant messages")
                 if not isinstance(block.get("name"), str) or not block.get("name"):
                     ck.add("bad_shape", bpath, "a tool_use block needs a name")
+                else:
+                    ck.tool_name(block["name"], f"{bpath}.name")
                 if not isinstance(block.get("input"), dict):
                     ck.add("bad_arguments", f"{bpath}.input", "tool_use input must be an object")
                 call_id = ck.call_id(block.get("id"), bpath, "anthropic")

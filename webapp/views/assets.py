@@ -16,7 +16,7 @@ ONE_YEAR = 365 * 24 * 3600
 
 
 @bp.get("/vendor/plotly-<version>.min.js")
-def plotly_js(version: str = PLOTLY_VERSION):
+def plotly_get(version: str = PLOTLY_VERSION):
     """The versioned URL lets browsers cache it for a year; another version is a 404."""
     if version != PLOTLY_VERSION:
         return "plotly.js version not installed", 404

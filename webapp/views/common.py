@@ -6,15 +6,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
-from flask import Blueprint, Response, jsonify, render_template, request
+from flask import Blueprint, Response, abort, jsonify, make_response, render_template, request
 from markupsafe import Markup
 
 from ..db import MAX_BIGINT, MAX_INT
 from ..errors import error_response
-from .cursors import CursorError
-from .cursors import decode as decode_cursor
+from ..queries.cursors import CursorError
+from ..queries.cursors import decode as decode_cursor
 
 
 def twin_get(bp: Blueprint, rule: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -99,6 +99,15 @@ def respond(
     return render_template(template, **data), status, {"Vary": "HX-Request, Accept"}
 
 
+def attachment(body: str, filename: str, mimetype: str = "application/json") -> Response:
+    """``body`` as a file download named ``filename``."""
+    return Response(
+        body,
+        mimetype=mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 class BadParameter(Exception):
     """A query parameter a page cannot use: answered 422 as a JSON error or an error page."""
 
@@ -125,6 +134,16 @@ def not_found(what: str = "page"):
     if wants_json() or request.path.endswith(".json"):
         return error_response(404, f"no such {what} in this project")
     return error_page(404, "Not found", f"There is no such {what} in this project.")
+
+
+T = TypeVar("T")
+
+
+def or_404(found: T | None, what: str = "page") -> T:
+    """``found``, or the view stops here with :func:`not_found` for ``what``."""
+    if found is None:
+        abort(make_response(not_found(what)))
+    return found
 
 
 def int_arg(

@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from ..jsonsafe import parse_container
+from ..replay.jsonfast import parse_container
 
 # Long content is folded at this many characters; the rest loads on "show all".
 FOLD_CHARS = 4000

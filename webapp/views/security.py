@@ -28,9 +28,9 @@ CONTENT_SECURITY_POLICY = "; ".join(
 
 
 def require_login() -> Response | None:
-    """``before_request`` of every dashboard blueprint (login excepted): the same decision as
-    ``webapp.auth.login_required`` (DEV loopback bypass included), answered in the form the
-    request understands."""
+    """``before_request`` of every dashboard blueprint (login excepted): the decision of
+    ``webapp.auth.dashboard_login_needed`` (DEV loopback bypass included), answered in the form
+    the request understands."""
     if not dashboard_login_needed():
         return None
     if wants_json() or request.path.endswith(".json"):

@@ -190,7 +190,7 @@ def _window(raw: str, field: str, errors: dict[str, str]) -> int | None:
 
 
 @bp.post("/settings/channels")
-def channel_post():
+def channels_post():
     """Set a channel's freshness window (empty: use the project's); creates the channel."""
     begin_write()
     errors: dict[str, str] = {}

@@ -1,4 +1,5 @@
-"""Per-tool statistics and the drill-down to the conversations that used a tool."""
+"""Per-tool statistics, the drill-down to the conversations that used a tool, and the tool charts
+panel of both pages (``/tools/charts``, put together by ``webapp.views.charts``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ from datetime import datetime
 
 from flask import request
 
+from ..analytics.filters import PRESETS, FilterError
 from ..queries import tool_stats as queries
-from .common import BadParameter, bad_parameter_response, cursor_arg, not_found, respond, twin_get
+from ..queries.cursors import encode
+from . import charts
+from .common import (
+    BadParameter,
+    bad_parameter_response,
+    cursor_arg,
+    not_found,
+    respond,
+    twin_get,
+    wants_fragment,
+)
 from .context import current_project
-from .cursors import encode
 from .security import dashboard_blueprint
 
 bp = dashboard_blueprint("tools", __name__)
@@ -25,6 +36,7 @@ SORT_KEYS = {
     "last_seen": lambda s: s.last_seen.timestamp() if s.last_seen else 0.0,
 }
 CONVERSATIONS_PER_PAGE = 50
+CHART_PANEL = ("tool-cost", "result-sizes", "errors")
 MAX_NAME_CHARS = 255
 
 
@@ -45,7 +57,7 @@ def tools_get(fmt: str):
 
 
 @twin_get(bp, "/tools/usage")
-def tool_get(fmt: str):
+def tool_usage_get(fmt: str):
     """One tool: its statistics and the conversations that called it (keyset paged)."""
     name = request.args.get("name", "")
     try:
@@ -75,3 +87,17 @@ def tool_get(fmt: str):
         fragment="tools/_conversation_rows.html" if after else None,
         fmt=fmt,
     )
+
+
+@bp.get("/tools/charts")
+def tool_charts_get():
+    """The tools pages' chart panel (all tools, or one with ``tool=``)."""
+    try:
+        f = charts.filters_arg()
+    except FilterError as exc:
+        return charts.bad_argument(exc)
+    project = current_project()
+    _raw, overrides = charts.project_overrides(project.id)
+    shown = charts.project_charts_for(project.id, overrides, f, CHART_PANEL)
+    template = "charts/_tool_charts.html" if wants_fragment() else "charts/tool_charts.html"
+    return charts.html(template, filters=f, charts=shown, presets=PRESETS)

@@ -1,5 +1,6 @@
 """The ``conversations`` blueprint: the list, the conversation timeline (with its lazy pages and
-live view) and the call detail panel, one module each."""
+live view), the call detail panel and the conversation's charts, one module each, with the view
+models they use (``timeline_model``, ``badges``, ``gantt``, ``list_filters``)."""
 
 from __future__ import annotations
 
@@ -7,4 +8,4 @@ from ..security import dashboard_blueprint
 
 bp = dashboard_blueprint("conversations", __name__)
 
-from . import calls, listing, timeline  # noqa: E402,F401  (routes register on bp)
+from . import calls, charts, listing, timeline  # noqa: E402,F401  (routes register on bp)

@@ -9,14 +9,12 @@ from flask import Response, current_app
 
 from ...db import utcnow
 from ...queries import calls as queries
-from .. import timeline_model as model
-from ..badges import call_badges, citations
-from ..common import not_found, respond, twin_get
+from ..common import or_404, respond, twin_get
 from ..context import current_project
 from ..highlight import render_text, render_value
 from . import bp
-
-FIELDS = ("arguments", "response")
+from . import timeline_model as model
+from .badges import call_badges, citations
 
 
 def _raw_text(detail: queries.CallDetail, field: str) -> str | None:
@@ -38,6 +36,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
             freshness_seconds=detail.freshness_seconds,
             token_cap=cap,
             cited=citations(detail.message_content),
+            imported=detail.message_imported,
         ),
         "duration_ms": model.call_duration_ms(call),
         "arguments": render_value(call.arguments),
@@ -51,9 +50,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
 @twin_get(bp, "/calls/<bigint:call_id>")
 def call_get(call_id: int, fmt: str):
     """The detail panel (htmx), a page of its own, or the call as JSON."""
-    detail = queries.get_call(current_project().id, call_id)
-    if detail is None:
-        return not_found("tool call")
+    detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
     data = _detail_data(detail)
     return respond(
         data,
@@ -67,9 +64,7 @@ def call_get(call_id: int, fmt: str):
 @bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>")
 def call_field_get(call_id: int, field: str):
     """One folded field in full ("show all")."""
-    detail = queries.get_call(current_project().id, call_id)
-    if detail is None:
-        return not_found("tool call")
+    detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
     content = (
         render_value(detail.call.arguments, limit=None)
         if field == "arguments"
@@ -88,11 +83,9 @@ def call_field_get(call_id: int, field: str):
 
 
 @bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>.txt")
-def call_raw_get(call_id: int, field: str):
+def call_field_text_get(call_id: int, field: str):
     """The field as plain text, for the copy buttons (never rendered as HTML)."""
-    detail = queries.get_call(current_project().id, call_id)
-    if detail is None:
-        return not_found("tool call")
+    detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
     text = _raw_text(detail, field)
     return Response(
         text or "", mimetype="text/plain", headers={"X-Content-Type-Options": "nosniff"}

@@ -7,19 +7,19 @@ from datetime import UTC, datetime
 from flask import redirect, render_template, request, url_for
 
 from ...queries import conversation_list as queries
+from ...queries.cursors import CursorError
+from ...queries.projects import channel_names
 from ..common import (
     BadParameter,
     bad_parameter_response,
-    cursor_arg,
     page_limit,
     respond,
     twin_get,
     wants_fragment,
 )
 from ..context import current_project, current_project_id
-from ..cursors import encode
-from ..list_filters import parse_filters
 from . import bp
+from .list_filters import parse_filters
 
 # The list polls less often than a conversation page: it only announces new activity.
 LIST_POLL_SECONDS = 5
@@ -31,13 +31,10 @@ def index_get():
 
 
 def _list_cursor(sort: str):
-    after = cursor_arg()
-    if after is None:
-        return None
-    expected = datetime if sort in ("recent", "oldest") else int
-    if not isinstance(after[0], expected):
-        raise BadParameter("cursor", f"does not belong to sort '{sort}'")
-    return after
+    try:
+        return queries.page_start(request.args.get("cursor"), sort)
+    except CursorError as exc:
+        raise BadParameter("cursor", str(exc)) from None
 
 
 def _since_arg() -> datetime:
@@ -63,12 +60,11 @@ def conversations_get(fmt: str):
     # Read before the page so that nothing written meanwhile is missed by the live poll.
     newest = queries.newest_activity(project.id) if live else None
     page = queries.list_conversations(project.id, filters, after=after, limit=limit)
-    last = page.rows[-1] if page.rows else None
     data = {
         "object": "list",
         "data": page.rows,
         "has_more": page.has_more,
-        "next_cursor": encode(last.sort_value, last.id) if page.has_more and last else None,
+        "next_cursor": page.next_cursor,
         "filters": filters,
         "filter_args": filters.query_args(),
         # What the next-rows loader repeats: the filters, and the page size if one was asked.
@@ -82,7 +78,7 @@ def conversations_get(fmt: str):
     }
     fragment = "conversations/_rows.html" if after else "conversations/_results.html"
     if not wants_fragment() and fmt != "json":
-        data["channels"] = queries.channel_names(project.id)
+        data["channels"] = channel_names(project.id)
     response = respond(
         data,
         page="conversations/list.html",

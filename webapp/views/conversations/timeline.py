@@ -11,23 +11,24 @@ from flask import current_app, render_template, request, url_for
 from ...db import utcnow
 from ...queries import stats as stats_queries
 from ...queries import timeline as queries
+from ...queries.conversations import find_conversation, tool_definition_names
+from ...queries.cursors import encode
 from ...queries.records import ConversationRecord, MessageRecord
-from .. import timeline_model as model
 from ..common import (
     BadParameter,
     bad_parameter_response,
     cursor_arg,
     int_arg,
-    not_found,
+    or_404,
     respond,
     twin_get,
     wants_fragment,
     wants_json,
 )
 from ..context import current_project, current_project_id
-from ..cursors import encode
 from ..highlight import render_text
 from . import bp
+from . import timeline_model as model
 
 # A conversation idle for longer than this is polled less often.
 ACTIVE_WINDOW = timedelta(minutes=10)
@@ -133,9 +134,7 @@ def conversation_get(conversation_id: int, fmt: str):
         after = _message_cursor()
     except BadParameter as exc:
         return bad_parameter_response(exc, fmt)
-    conversation = queries.get_conversation(project.id, conversation_id)
-    if conversation is None:
-        return not_found("conversation")
+    conversation = or_404(find_conversation(project.id, row_id=conversation_id), "conversation")
     live = LiveCursor(conversation.updated_at, queries.newest_call_id())
     page = load_page(conversation, after)
     data = {
@@ -151,7 +150,7 @@ def conversation_get(conversation_id: int, fmt: str):
         return render_template("conversations/_timeline.html", **data)
     if not wants_json(fmt) or after is None:
         data["stats"] = stats_queries.conversation_stats([conversation.id])[conversation.id]
-        data["tools_offered"] = queries.tool_definition_names(conversation.id)
+        data["tools_offered"] = tool_definition_names(conversation.id)
     keys = ("conversation", "stats", "tools_offered") if after is None else ()
     return respond(
         data,
@@ -162,7 +161,7 @@ def conversation_get(conversation_id: int, fmt: str):
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/messages/<bigint:message_id>/calls")
-def run_calls_get(conversation_id: int, message_id: int, fmt: str):
+def message_calls_get(conversation_id: int, message_id: int, fmt: str):
     """The next chunk of a long run's calls, after the ``after=round.sequence`` key."""
     project = current_project()
     raw_after = request.args.get("after", "")
@@ -172,10 +171,8 @@ def run_calls_get(conversation_id: int, message_id: int, fmt: str):
         return bad_parameter_response(
             BadParameter("after", "must be 'round.sequence', e.g. 3.0"), fmt
         )
-    conversation = queries.get_conversation(project.id, conversation_id)
-    message = queries.get_message(conversation_id, message_id) if conversation else None
-    if conversation is None or message is None:
-        return not_found("message")
+    conversation = or_404(find_conversation(project.id, row_id=conversation_id), "message")
+    message = or_404(queries.get_message(conversation_id, message_id), "message")
     calls, more = queries.call_chunk(message.id, after, model.CALLS_PER_CHUNK)
     run = model.run_view(
         message,
@@ -200,10 +197,8 @@ def run_calls_get(conversation_id: int, message_id: int, fmt: str):
 def message_content_get(conversation_id: int, message_id: int):
     """A folded message text in full ("show all")."""
     project = current_project()
-    conversation = queries.get_conversation(project.id, conversation_id)
-    message = queries.get_message(conversation_id, message_id) if conversation else None
-    if conversation is None or message is None:
-        return not_found("message")
+    conversation = or_404(find_conversation(project.id, row_id=conversation_id), "message")
+    message = or_404(queries.get_message(conversation_id, message_id), "message")
     data = {
         "conversation": conversation,
         "message": message,
@@ -234,7 +229,7 @@ def conversation_live_get(conversation_id: int):
         return "", 286  # htmx stops polling on 286: the conversation is gone.
     if state.updated_at == version and not state.new_messages and not state.new_calls:
         return "", 204
-    conversation = queries.get_conversation(project_id, conversation_id)
+    conversation = find_conversation(project_id, row_id=conversation_id)
     if conversation is None:
         return "", 286
     live = LiveCursor(state.updated_at, queries.newest_call_id())

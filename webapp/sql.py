@@ -1,0 +1,89 @@
+"""SQL building blocks of the reads and the writes: table handles for Core statements, what
+differs between SQLite and PostgreSQL (INSERT ... ON CONFLICT, JSON values given as text,
+durations, days), and the keyset condition every paged list uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Float, and_, cast, func, literal, or_
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import FunctionElement
+
+from .db import JSONType, db
+from .models import Channel, Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
+
+TOOL = ToolInvocation.__table__
+MESSAGE = Message.__table__
+CONVERSATION = Conversation.__table__
+SERVICE_CALL = ServiceCall.__table__
+CHANNEL = Channel.__table__
+TOOL_DEFINITION = ToolDefinition.__table__
+
+
+class json_from_text(FunctionElement[Any]):
+    """A JSON column value given as JSON text: serialized once by us, not again by the driver."""
+
+    type = JSONType
+    inherit_cache = True
+    name = "json_from_text"
+
+
+@compiles(json_from_text)
+def _json_from_text_default(element: json_from_text, compiler: Any, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(json_from_text, "postgresql")
+def _json_from_text_pg(element: json_from_text, compiler: Any, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS JSONB)"
+
+
+def dialect_insert(table: Any, dialect: str | None = None) -> Any:
+    """INSERT with the dialect's ON CONFLICT support (the session's dialect by default)."""
+    dialect = dialect or db.session.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+MS_PER_DAY = 86_400_000.0
+
+
+def dialect_name() -> str:
+    return db.engine.dialect.name
+
+
+def duration_ms(start: Any, end: Any) -> ColumnElement[float]:
+    """Milliseconds from ``start`` to ``end`` (NULL when either is NULL)."""
+    if dialect_name() == "sqlite":
+        # SQLite keeps timestamps as text; julianday() parses them (resolution ~50 µs).
+        return (func.julianday(end) - func.julianday(start)) * literal(MS_PER_DAY)
+    return cast(func.extract("epoch", end - start), Float) * literal(1000.0)
+
+
+def after_key(columns: tuple[Any, Any], values: tuple[Any, Any], *, descending: bool):
+    """Rows strictly after ``values`` in (columns) order: the keyset paging condition.
+
+    Written with OR/AND rather than row-value comparison so the bound values take the column
+    types (UTC timestamps included) on both databases.
+    """
+    first, second = columns
+    v1, v2 = values
+    if descending:
+        return or_(first < v1, and_(first == v1, second < v2))
+    return or_(first > v1, and_(first == v1, second > v2))
+
+
+def as_int(value: Any) -> int:
+    """SUM() of no rows is NULL, and PostgreSQL returns Decimal for SUM of integers."""
+    return int(value or 0)
+
+
+def day_of(column: Any) -> ColumnElement[str]:
+    """The UTC day of a timestamp column as 'YYYY-MM-DD' text, on both databases."""
+    if dialect_name() == "sqlite":
+        return func.date(column)  # stored as naive UTC text
+    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")

@@ -1,0 +1,221 @@
+"""The conversation timeline as view models: messages, turns, rounds, parallel calls.
+
+Pure functions over the query records (no Flask, no database), so paging, grouping and badges
+are tested directly. A *turn* starts at each user message; an assistant message is a *run*:
+its calls sorted by (round_index, sequence_index), grouped into rounds (sequential LLM service
+calls), each round's calls being the parallel calls of one service call.
+
+Big conversations stay fast because nothing is rendered in full: a page holds at most
+``MESSAGES_PER_PAGE`` messages and stops early once ``PAGE_CALL_BUDGET`` calls are shown; a run
+shows its first ``CALLS_PER_CHUNK`` calls and loads the rest in further chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+from typing import Any
+
+from ...queries.records import CallRecord, MessageCallSummary, MessageRecord, ServiceCallRecord
+from ..highlight import RenderedContent, render_text, short_arguments
+from . import badges, gantt
+
+MESSAGES_PER_PAGE = 20
+CALLS_PER_CHUNK = 30
+PAGE_CALL_BUDGET = 60
+# User and assistant texts are folded in the timeline beyond this many characters.
+MESSAGE_FOLD_CHARS = 1500
+
+
+@dataclass(frozen=True, slots=True)
+class BadgeContext:
+    now: datetime
+    freshness_seconds: int | None
+    token_cap: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    call: CallRecord
+    arguments_summary: str
+    badges: list[badges.Badge]
+    duration_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundView:
+    index: int
+    calls: list[CallView]
+    # The round began in an earlier chunk: its first calls are shown above.
+    continued: bool = False
+    usage: ServiceCallRecord | None = None
+
+    @property
+    def parallel(self) -> bool:
+        return len(self.calls) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """The tool calls of one assistant message (or one chunk of them)."""
+
+    rounds: list[RoundView]
+    # "round.sequence" of the last call shown, when more calls follow; None when complete.
+    more_after: str | None
+    waterfall: str | None = field(default=None, metadata={"json": False})
+    # The figure's height, reserved before Plotly draws it so nothing below jumps.
+    waterfall_height: int = field(default=0, metadata={"json": False})
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    message: MessageRecord
+    turn: int | None  # 1-based turn number on user messages
+    summary: MessageCallSummary | None
+    run: RunView | None
+    usage: dict[str, int] | None
+    content: RenderedContent = field(metadata={"json": False})
+
+
+def call_duration_ms(call: CallRecord) -> float | None:
+    if call.started_at is None or call.ended_at is None:
+        return None
+    return max(0.0, (call.ended_at - call.started_at).total_seconds() * 1000)
+
+
+def call_view(
+    call: CallRecord, ctx: BadgeContext, cited: frozenset[int] | None, imported: bool = False
+) -> CallView:
+    return CallView(
+        call=call,
+        arguments_summary=short_arguments(call.arguments),
+        badges=badges.call_badges(
+            call,
+            now=ctx.now,
+            freshness_seconds=ctx.freshness_seconds,
+            token_cap=ctx.token_cap,
+            cited=cited,
+            imported=imported,
+        ),
+        duration_ms=call_duration_ms(call),
+    )
+
+
+def group_rounds(
+    calls: Sequence[CallView],
+    usage: dict[int, ServiceCallRecord] | None = None,
+    continued_round: int | None = None,
+) -> list[RoundView]:
+    """Calls (already sorted) grouped by round, in order; ``continued_round`` marks the round
+    that a previous chunk started."""
+    usage = usage or {}
+    return [
+        RoundView(
+            index=index,
+            calls=list(group),
+            continued=index == continued_round,
+            usage=usage.get(index),
+        )
+        for index, group in groupby(calls, key=lambda c: c.call.round_index)
+    ]
+
+
+def call_key(call: CallRecord) -> str:
+    return f"{call.round_index}.{call.sequence_index}"
+
+
+def parse_call_key(raw: str) -> tuple[int, int]:
+    """Inverse of :func:`call_key`; ValueError when malformed."""
+    round_part, _, seq_part = raw.partition(".")
+    round_index, sequence_index = int(round_part), int(seq_part)
+    if round_index < 0 or sequence_index < 0:
+        raise ValueError("negative index")
+    return round_index, sequence_index
+
+
+def run_view(
+    message: MessageRecord,
+    calls: Sequence[CallRecord],
+    *,
+    ctx: BadgeContext,
+    usage: dict[int, ServiceCallRecord] | None,
+    has_more: bool,
+    continued_round: int | None = None,
+    with_waterfall: bool = True,
+) -> RunView:
+    cited = badges.citations(message.content)
+    views = [call_view(c, ctx, cited, message.imported) for c in calls]
+    figure = gantt.run_waterfall(calls) if with_waterfall else None
+    return RunView(
+        rounds=group_rounds(views, usage, continued_round),
+        more_after=call_key(calls[-1]) if has_more and calls else None,
+        waterfall=json.dumps(figure, separators=(",", ":")) if figure else None,
+        waterfall_height=figure["layout"]["height"] if figure else 0,
+    )
+
+
+def usage_totals(usage: dict[int, ServiceCallRecord] | None) -> dict[str, int] | None:
+    if not usage:
+        return None
+    totals = {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "service_calls": 0}
+    for record in usage.values():
+        totals["input_tokens"] += record.input_tokens or 0
+        totals["output_tokens"] += record.output_tokens or 0
+        totals["cached_tokens"] += record.cached_tokens or 0
+        totals["service_calls"] += 1
+    return totals
+
+
+def messages_within_budget(
+    messages: Sequence[MessageRecord], calls: dict[int, list[Any]], budget: int
+) -> int:
+    """How many of ``messages`` one page shows: all, or up to the message whose calls reach
+    the call budget (at least one message, so paging always moves forward)."""
+    shown = 0
+    for position, message in enumerate(messages, start=1):
+        shown += len(calls.get(message.id, ()))
+        if shown >= budget:
+            return position
+    return len(messages)
+
+
+def message_views(
+    messages: Sequence[MessageRecord],
+    *,
+    calls: dict[int, list[CallRecord]],
+    summaries: dict[int, MessageCallSummary],
+    usage: dict[int, dict[int, ServiceCallRecord]],
+    ctx: BadgeContext,
+    turns_before: int,
+) -> list[MessageView]:
+    views = []
+    turn = turns_before
+    for message in messages:
+        summary = summaries.get(message.id)
+        shown = calls.get(message.id, [])
+        message_usage = usage.get(message.id)
+        if message.role == "user":
+            turn += 1
+        run = None
+        if shown:
+            run = run_view(
+                message,
+                shown,
+                ctx=ctx,
+                usage=message_usage,
+                has_more=summary is not None and summary.calls > len(shown),
+            )
+        views.append(
+            MessageView(
+                message=message,
+                turn=turn if message.role == "user" else None,
+                summary=summary,
+                run=run,
+                usage=usage_totals(message_usage),
+                content=render_text(message.content, limit=MESSAGE_FOLD_CHARS),
+            )
+        )
+    return views
