@@ -548,6 +548,7 @@ def test_a_rule_id_out_of_range_is_422(client, project_key, rule_id):
         ({"round_index": "3"}, "messages.0.tool_calls.0.round_index"),
         ({"round_index": 1.0}, "messages.0.tool_calls.0.round_index"),
         ({"response": {"content": "x", "is_error": "yes"}}, "messages.0.tool_calls.0.response"),
+        ({"created_at": "39"}, "messages.0.tool_calls.0.created_at"),
     ],
 )
 def test_native_fields_have_strict_types(app, client, project_key, change, field):

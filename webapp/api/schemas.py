@@ -11,10 +11,19 @@ by the views, because the settings are read at run time.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+)
 
 from ..db import MAX_INT
 from ..models import ROLES, RUN_STATUSES
@@ -54,7 +63,23 @@ def _json_storable(value: Any) -> Any:
     return value
 
 
-Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+_NUMBER = re.compile(r"[-+]?\d+(\.\d*)?")
+
+
+def _iso_text(value: Any) -> Any:
+    # pydantic reads 39 or "39" as 39 seconds after 1970; a timestamp here is ISO 8601 text.
+    number = isinstance(value, int | float) or (
+        isinstance(value, str) and _NUMBER.fullmatch(value.strip())
+    )
+    if number:
+        raise ValueError("must be an ISO 8601 time such as 2026-03-10T09:30:00Z")
+    return value
+
+
+# Lax (text becomes a datetime after the check above) inside the strict request models.
+Timestamp = Annotated[
+    datetime, Strict(False), BeforeValidator(_iso_text), AfterValidator(_as_utc)
+]
 # An external id or name as stored in a String(255) column.
 Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
 NonEmptyIdent = Annotated[
