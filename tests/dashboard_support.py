@@ -11,19 +11,34 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import flask
 import pytest
 from html_dom import Node, parse
 
+from webapp.auth import SESSION_TOKEN, start_dashboard_session
 from webapp.db import db
 
 HTMX = {"HX-Request": "true"}
+# Every dashboard request looks its login token up first (one query), before its own queries.
+LOGIN_CHECK = 1
+
+
+def log_in(app, client) -> str:
+    """Log ``client`` in to the dashboard as a right password does; the login token."""
+    with app.test_request_context():
+        start_dashboard_session()
+        db.session.commit()
+        token = flask.session[SESSION_TOKEN]
+    with client.session_transaction() as session:
+        session[SESSION_TOKEN] = token
+    return token
 
 
 @pytest.fixture(name="dashboard")
 def dashboard_fixture(app, client, project_key):
     """A test client logged in to the dashboard, on the ``default`` project."""
+    log_in(app, client)
     with client.session_transaction() as session:
-        session["logged_in"] = True
         session["project_id"] = project_key.project_id
     return client
 

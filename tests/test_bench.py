@@ -102,3 +102,23 @@ def test_percentiles_are_nearest_rank_and_runs_merge():
     assert merged.wall_seconds == 3.0 and merged.calls_per_second == 50.0
     assert merged.errors == 1 and merged.error_samples == ["HTTP 503"]
     assert merged.client_cpu_share == pytest.approx(0.05)
+
+
+def test_the_redaction_section_reports_every_detector_in_ms_per_mib(monkeypatch):
+    monkeypatch.setenv("TOOLSCOPE_MAX_RESULT_BYTES", str(64 * 1024))
+    result = CliRunner().invoke(command, ["--only", "redaction", "--seconds", "1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    figures = {f["label"]: f["values"] for f in target["figures"]}
+    assert set(figures) == {
+        "redaction: api_key",
+        "redaction: bearer",
+        "redaction: email",
+        "redaction: card",
+        "redaction: whole result",
+    }
+    for values in figures.values():
+        assert values["input_bytes"] == 64 * 1024
+        assert values["worst_ms_per_mib"] == max(values["ms_per_mib"].values())
+    assert "email: % run, one address" in figures["redaction: email"]["ms_per_mib"]

@@ -10,7 +10,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import factories as f
-from dashboard_support import HTMX, count_get, dashboard_fixture, data, page  # noqa: F401
+from dashboard_support import (  # noqa: F401
+    HTMX,
+    LOGIN_CHECK,
+    count_get,
+    dashboard_fixture,
+    data,
+    page,
+)
 from sqlalchemy import select
 
 from webapp.db import db
@@ -40,10 +47,11 @@ def test_list_page_queries_do_not_grow_with_conversations(
     assert len(page(response).select("tr[data-row-id]")) == 31
     # Newest activity (for the live poll), the page, its aggregates (one statement), channels
     # for the filter.
-    assert small == large == 6
-    assert fragment_small == fragment_large == 4
+    assert small == large == 6 + LOGIN_CHECK
+    assert fragment_small == fragment_large == 4 + LOGIN_CHECK
     # Sorted by an aggregate: no live poll, no switcher, no channels.
-    assert count_get(dashboard, count_queries, "/conversations.json?sort=tokens")[0] == 3
+    sorted_by_tokens = count_get(dashboard, count_queries, "/conversations.json?sort=tokens")
+    assert sorted_by_tokens[0] == 3 + LOGIN_CHECK
 
 
 def test_conversation_page_queries_do_not_grow_with_calls(
@@ -60,7 +68,7 @@ def test_conversation_page_queries_do_not_grow_with_calls(
     large, response = count_get(dashboard, count_queries, f"/conversations/{large_id}")
     # Conversation, newest call id, messages, first calls (one window query), usage,
     # the aggregates for the header (one statement), tools offered.
-    assert small == large == 9
+    assert small == large == 9 + LOGIN_CHECK
     doc = page(response)
     # Turn fragments and run chunks: constant too.
     next_page = next(
@@ -68,9 +76,9 @@ def test_conversation_page_queries_do_not_grow_with_calls(
     )
     chunk = doc.select(".run .loader")[0].get("hx-get")
     # A turn page: conversation, newest call id, messages, first calls, usage, turn number.
-    assert count_get(dashboard, count_queries, next_page, headers=HTMX)[0] == 7
+    assert count_get(dashboard, count_queries, next_page, headers=HTMX)[0] == 7 + LOGIN_CHECK
     # More calls of a run: conversation, message, the calls, usage.
-    assert count_get(dashboard, count_queries, chunk, headers=HTMX)[0] == 5
+    assert count_get(dashboard, count_queries, chunk, headers=HTMX)[0] == 5 + LOGIN_CHECK
 
 
 def test_call_detail_and_tools_pages_do_not_grow(app, dashboard, project_key, count_queries):
@@ -88,13 +96,14 @@ def test_call_detail_and_tools_pages_do_not_grow(app, dashboard, project_key, co
             f.big_conversation(project_key.project_id, f"b{i}", turns=5, rounds=10, parallel=8)
     # The call with its message and conversation in one join.
     detail = count_get(dashboard, count_queries, f"/calls/{call_id}", headers=HTMX)[0]
-    assert detail == detail_small == 2
+    assert detail == detail_small == 2 + LOGIN_CHECK
     # Aggregates per tool and one window query for the percentiles.
-    assert count_get(dashboard, count_queries, "/tools")[0] == tools_small == 4
+    assert count_get(dashboard, count_queries, "/tools")[0] == tools_small == 4 + LOGIN_CHECK
     # The tool's statistics (two queries) and its conversations.
-    assert count_get(dashboard, count_queries, "/tools/usage?name=tool_1")[0] == tool_small == 5
+    tool = count_get(dashboard, count_queries, "/tools/usage?name=tool_1")[0]
+    assert tool == tool_small == 5 + LOGIN_CHECK
     # Keys, rules, channels.
-    assert count_get(dashboard, count_queries, "/settings")[0] == settings_small == 5
+    assert count_get(dashboard, count_queries, "/settings")[0] == settings_small == 5 + LOGIN_CHECK
     # The Costs page belongs to the analytics module; it must not grow either.
     assert count_get(dashboard, count_queries, "/costs")[0] == costs_small
 
@@ -111,7 +120,7 @@ def test_ten_thousand_calls_open_with_a_small_first_response(
     doc = page(response)
     assert doc.one("#conv-summary").text.split()[4:6] == ["10,000", "tool"]
     assert len(doc.select(".call-card")) <= 90
-    assert queries == 9
+    assert queries == 9 + LOGIN_CHECK
     # So is every lazily loaded page after it.
     url = next(
         n.get("hx-get") for n in doc.select("#timeline .loader") if "cursor=" in n.get("hx-get")

@@ -7,8 +7,9 @@ from api_support import assert_error, raw_rows, row_counts, tool_item
 
 from webapp.db import begin_write, db, utcnow
 from webapp.ingest import WriteContext, prepare_message_tools, store_message_tools
-from webapp.ingest.calls import CallDraft
-from webapp.redaction import NO_RULES
+from webapp.ingest.calls import CallDraft, prepare_calls
+from webapp.ingest.errors import Invalid
+from webapp.redaction import NO_RULES, Rule, compile_rules
 
 BASE = "/api/v1/conversations"
 TOOLS_URL = "/api/v1/messages/tools"
@@ -45,6 +46,20 @@ def test_an_invalid_batch_is_refused_without_waiting_for_the_write_lock(
         TOOLS_URL, json={"messageId": "m1", "tools": tools}, headers=project_key.headers
     )
     assert_error(response, 400, "invalid", field="tools.1.response.content")
+
+
+def test_the_result_limit_applies_before_redaction_reads_the_result():
+    """Redaction's time grows with the text it reads, so it reads no more than the limit: a
+    result over it is refused even when redaction would have made it smaller. A skipped call
+    is not stored, so its size does not matter."""
+    shrinking = compile_rules((Rule("no-blob", "redact_paths", ("blob",)),))
+    oversize = '{"blob": "%s", "to": "jane@example.com"}' % ("%" * MAX_RESULT)
+    draft = CallDraft("tools.0", 0, 0, "c0", "search", {"q": "x"}, response=oversize)
+    with pytest.raises(Invalid) as refused:
+        prepare_calls([draft], shrinking, model=None, now=utcnow(), max_result_bytes=MAX_RESULT)
+    assert refused.value.details[0]["field"] == "tools.0.response.content"
+    skips = compile_rules((Rule("quiet", "skip", ()),))
+    assert prepare_calls([draft], skips, model=None, now=utcnow(), max_result_bytes=1) == []
 
 
 def test_a_batch_counted_before_its_message_got_a_model_is_counted_again(app, client, project_key):

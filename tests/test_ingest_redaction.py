@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from api_support import native_call, raw_rows, tool_item
 
@@ -167,3 +169,34 @@ def test_imports_are_redacted_too(app, client, project_key, rules):
         headers=project_key.headers,
     )
     assert SECRETS["email"] not in _dump_database(app)
+
+
+def test_addresses_in_keys_and_json_escapes_never_reach_the_database(
+    app, client, project_key, rules
+):
+    address = SECRETS["email"]
+    escaped = address.replace("@", "\\u0040")
+    tools = [
+        tool_item(
+            0,
+            0,
+            name="lookup",
+            arguments={"contacts": {address: "primary"}, "raw": f'{{"to": "{escaped}"}}'},
+            response=f'{{"{escaped}": {{"owner": "{escaped}"}}, "ok": true}}',
+        )
+    ]
+    response = client.post(
+        "/api/v1/messages/tools",
+        json={"messageId": "m1", "tools": tools},
+        headers=project_key.headers,
+    )
+    assert response.status_code == 201
+    stored = _dump_database(app)
+    for spelling in (address, escaped, address.split("@")[0]):
+        assert spelling not in stored
+    (call,) = response.get_json()["data"]
+    assert call["arguments"]["contacts"] == {"[REDACTED:email]": "primary"}
+    assert json.loads(call["response"]["content"]) == {
+        "[REDACTED:email]": {"owner": "[REDACTED:email]"},
+        "ok": True,
+    }

@@ -21,14 +21,14 @@ PACKAGE = Path(webapp.__file__).resolve().parent
 # a layer above nor a neighbour in its own layer (api and views know nothing of each other, nor
 # do queries and ingest). "app" is webapp/__init__.py, the factory.
 LAYERS: list[set[str]] = [
-    {"version", "paths", "settings", "errors", "body_deadline", "client"},
+    {"version", "paths", "settings", "errors", "body_deadline"},
     {"replay"},
     {"tokens", "pricing", "redaction"},
     {"analytics"},
     {"db"},
     {"models"},
     {"sql", "auth"},
-    {"queries", "ingest"},
+    {"queries", "ingest", "login_limit"},
     {"api", "views"},
     {"app"},
     {"demo", "gunicorn_conf", "gunicorn_worker"},

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import factories as f
 from api_support import assert_error
-from dashboard_support import data
+from dashboard_support import data, log_in
 
 from webapp.db import db
 from webapp.models import Project
@@ -18,9 +18,9 @@ from webapp.queries.conversations import find_conversation, find_conversations
 API = "/api/v1/conversations"
 
 
-def logged_in(client, project_key):
+def logged_in(app, client, project_key):
+    log_in(app, client)
     with client.session_transaction() as session:
-        session["logged_in"] = True
         session["project_id"] = project_key.project_id
     return client
 
@@ -49,7 +49,7 @@ def seed(app, project_id: int) -> None:
 
 def test_the_api_and_the_json_twin_list_the_same_pages(app, client, project_key):
     seed(app, project_key.project_id)
-    logged_in(client, project_key)
+    logged_in(app, client, project_key)
     api_page, api_cursor = api_ids(client, project_key, limit=3)
     twin_page, twin_cursor = twin_ids(client, limit=3)
     assert api_page == twin_page and len(api_page) == 3
@@ -62,7 +62,7 @@ def test_the_api_and_the_json_twin_list_the_same_pages(app, client, project_key)
 
 def test_the_api_and_the_json_twin_search_alike(app, client, project_key):
     seed(app, project_key.project_id)
-    logged_in(client, project_key)
+    logged_in(app, client, project_key)
     for q, expected in [
         ("refund", ["support"]),  # title
         ("other order #1043", ["support"]),  # message text
@@ -104,7 +104,7 @@ def test_the_freshness_window_is_the_channels_else_the_projects(app, project_key
 def test_the_replay_page_twin_and_the_api_give_the_same_document(app, client, project_key):
     with data(app):
         row_id = f.support_conversation(project_key.project_id, "support").id
-    logged_in(client, project_key)
+    logged_in(app, client, project_key)
     params = {"format": "anthropic", "freshness": "off", "as_of": "2030-01-01T00:00:00Z"}
     api = client.get(f"{API}/support/replay", query_string=params, headers=project_key.headers)
     twin = client.get(f"/conversations/{row_id}/replay.json", query_string=params)

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask_openapi3 import Info, OpenAPI
 from flask_wtf.csrf import CSRFProtect
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter, Map
 
 from . import db as database
@@ -71,6 +72,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
 
     from . import models  # noqa: F401  (registers the tables on the metadata)
 
+    if config["TRUSTED_PROXIES"]:
+        # The client address (login limit, DEV's loopback check) from X-Forwarded-For, as
+        # appended by that many proxies; further entries could be forged by the client.
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])  # type: ignore[method-assign]
     # Outermost, so the deadline starts when the request does.
     app.wsgi_app = BodyDeadline(app.wsgi_app, app.config["BODY_TIMEOUT_SECONDS"])
     database.init_app(app)

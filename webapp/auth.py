@@ -10,12 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app, g, request, session
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import OperationalError
 
 from .db import db, utcnow
 from .errors import ApiError
-from .models import ApiKey, Project
+from .models import ApiKey, DashboardSession, Project
 
 KEY_PREFIX = "ts_"
 # Updating last_used_at on every request would turn every read into a write.
@@ -100,11 +100,62 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
+# The session cookie's key for the login token (see start_dashboard_session).
+SESSION_TOKEN = "login_token"
+
+
+def start_dashboard_session() -> None:
+    """Log the browser in: a fresh session (nothing from before carries over) holding a new
+    random token, whose hash is recorded. Logins older than the session lifetime are
+    forgotten on the way."""
+    now = utcnow()
+    lifetime = current_app.permanent_session_lifetime
+    db.session.execute(
+        delete(DashboardSession).where(DashboardSession.created_at <= now - lifetime)
+    )
+    token = secrets.token_urlsafe(32)
+    db.session.add(DashboardSession(token_hash=hash_key(token), created_at=now))
+    session.clear()
+    session[SESSION_TOKEN] = token
+
+
+def end_dashboard_session() -> None:
+    """Log out: the token is deleted, so a copy of the cookie no longer logs anyone in."""
+    token = session.get(SESSION_TOKEN)
+    if isinstance(token, str):
+        db.session.execute(
+            delete(DashboardSession).where(DashboardSession.token_hash == hash_key(token))
+        )
+    session.clear()
+
+
+def _logged_in() -> bool:
+    """Whether the session's login token is recorded and younger than the session lifetime.
+
+    One query, once per request, on a connection of its own: the request's transaction is
+    still to be opened by its view, as a writer if it writes (see `db.begin_write`).
+    """
+    if "dashboard_logged_in" not in g:
+        token = session.get(SESSION_TOKEN)
+        created_at = None
+        if isinstance(token, str):
+            query = select(DashboardSession.created_at).where(
+                DashboardSession.token_hash == hash_key(token)
+            )
+            with db.engine.connect() as connection:
+                created_at = connection.scalar(query)
+        g.dashboard_logged_in = (
+            created_at is not None
+            and utcnow() - created_at < current_app.permanent_session_lifetime
+        )
+    return g.dashboard_logged_in
+
+
 def dashboard_login_needed() -> bool:
     """True when the current browser request must log in first."""
-    if session.get("logged_in"):
+    if current_app.config["DEV"] and is_loopback(request.remote_addr):
         return False
-    return not (current_app.config["DEV"] and is_loopback(request.remote_addr))
+    return not _logged_in()
 
 
 def check_password(candidate: str) -> bool:

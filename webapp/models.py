@@ -219,3 +219,27 @@ class RedactionRule(db.Model):
     value: Mapped[Any] = mapped_column(JSONType, default=list)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DashboardSession(db.Model):
+    """A dashboard login. The session cookie carries a random token; only its SHA-256 is kept,
+    and logging out deletes the row, so a copied cookie stops working with the logout."""
+
+    __tablename__ = "dashboard_session"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class LoginThrottle(db.Model):
+    """Login attempts of one client address or account in the current fixed window.
+
+    In the database, so every worker and server counts the same attempts.
+    """
+
+    __tablename__ = "login_throttle"
+
+    # "address:<ip>" or "account:<name>".
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    attempts: Mapped[int] = mapped_column(Integer)

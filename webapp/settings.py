@@ -60,6 +60,35 @@ SETTINGS: tuple[Setting, ...] = (
         _bool,
     ),
     Setting(
+        "LOGIN_WINDOW_SECONDS",
+        900,
+        "Length of the window in which dashboard login attempts are counted (429 with "
+        "Retry-After once a limit below is reached; a successful login clears the count).",
+        int,
+    ),
+    Setting(
+        "LOGIN_ATTEMPTS_PER_ADDRESS",
+        10,
+        "Most login attempts from one client address per window.",
+        int,
+    ),
+    Setting(
+        "LOGIN_ATTEMPTS_PER_ACCOUNT",
+        100,
+        "Most login attempts on the dashboard account per window, from all addresses together: "
+        "slows guessing from many addresses, at the price of locking the login for one window "
+        "when someone floods it.",
+        int,
+    ),
+    Setting(
+        "TRUSTED_PROXIES",
+        0,
+        "How many reverse proxies in front of Toolscope append to X-Forwarded-For. With 0 the "
+        "client address is the connection's; behind one proxy (HTTPS termination) set 1, or "
+        "every client counts as the proxy's address in the login limit.",
+        int,
+    ),
+    Setting(
         "SESSION_COOKIE_SECURE",
         True,
         "Mark the session cookie Secure (HTTPS only). Turned off automatically in DEV mode.",

@@ -116,6 +116,20 @@ def prepare_calls(
     return list(prepared.values())
 
 
+def _check_result_size(draft: CallDraft, response: str | None, limit: int) -> int | None:
+    """The result's size in bytes; `Invalid` when it is over the limit."""
+    if response is None:
+        return None
+    size = len(response.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise Invalid(
+            f"{draft.field}.response.content",
+            f"result is {size} bytes, over the limit of {limit}",
+            limit=limit,
+        )
+    return size
+
+
 def _prepare_call(
     draft: CallDraft,
     rules: CompiledRules,
@@ -128,9 +142,11 @@ def _prepare_call(
     policy = rules.policy_for(draft.function_name)
     redactions: list[str] | None = None
     if not policy.is_noop:
-        redacted = policy.apply(arguments, response)
-        if redacted.skipped_by is not None:
+        if policy.skip_rule is not None:
             return None
+        # Redaction reads the whole result: it gets no more than the limit to read.
+        _check_result_size(draft, response, max_result_bytes)
+        redacted = policy.apply(arguments, response)
         arguments, response = redacted.arguments, redacted.response
         redactions = redacted.rule_names or None
 
@@ -146,15 +162,7 @@ def _prepare_call(
             arguments = clean_json(arguments)
             arguments_json = compact_json(arguments)
 
-    response_bytes = None
-    if response is not None:
-        response_bytes = len(response.encode("utf-8", "surrogatepass"))
-        if response_bytes > max_result_bytes:
-            raise Invalid(
-                f"{draft.field}.response.content",
-                f"result is {response_bytes} bytes, over the limit of {max_result_bytes}",
-                limit=max_result_bytes,
-            )
+    response_bytes = _check_result_size(draft, response, max_result_bytes)
 
     created_at = draft.created_at or now
     row = {

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import math
+from urllib.parse import quote, urlsplit
+
 from flask import (
     Response,
     current_app,
     redirect,
     render_template,
     request,
-    session,
     url_for,
 )
 from sqlalchemy import select
 
-from ..auth import check_password, dashboard_login_needed
-from ..db import db
+from .. import login_limit
+from ..auth import (
+    check_password,
+    dashboard_login_needed,
+    end_dashboard_session,
+    start_dashboard_session,
+)
+from ..db import begin_write, db, utcnow
 from ..models import Project
 from .common import is_htmx, row_id
 from .context import select_project
@@ -23,46 +31,77 @@ from .security import dashboard_blueprint, require_login
 bp = dashboard_blueprint("login", __name__, login=False)
 
 
+# What a `next` path keeps as it is, printable ASCII; the rest (non-ASCII letters, lookalike
+# slashes, spaces) is percent-encoded, which keeps it inside the path.
+_KEPT_IN_NEXT = "".join(map(chr, range(0x21, 0x7F)))
+
+
 def safe_next(raw: str | None) -> str:
-    """Only same-site paths: ``next`` must never send someone to another host."""
-    if raw and raw.startswith("/") and not raw.startswith(("//", "/\\")):
-        return raw
-    return url_for("conversations.conversations_get")
+    """The page to go to after logging in: ``next`` when it is a path on this site, else the
+    conversations list.
+
+    A browser drops tabs and line breaks from a URL (``/\\t/evil.example`` becomes
+    ``//evil.example``, another host) and reads a backslash as a slash, so ``next`` may hold no
+    control character or backslash, and must start with one slash, not two. What remains is
+    percent-encoded where needed and must parse as a path without scheme or host.
+    """
+    default = url_for("conversations.conversations_get")
+    if not raw or raw[0] != "/" or raw[:2] == "//":
+        return default
+    if "\\" in raw or any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in raw):
+        return default
+    target = quote(raw, safe=_KEPT_IN_NEXT)
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return default
+    return target
+
+
+def _login_page(
+    target: str, status: int = 200, error: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[str, int, dict[str, str]]:
+    page = render_template(
+        "login/login.html",
+        next=target,
+        configured=bool(current_app.config.get("PASSWORD")),
+        error=error,
+    )
+    return page, status, headers or {}
 
 
 @bp.get("/login")
 def login_get():
+    target = safe_next(request.args.get("next"))
     if not dashboard_login_needed():
-        return redirect(safe_next(request.args.get("next")))
-    return render_template(
-        "login/login.html",
-        next=safe_next(request.args.get("next")),
-        configured=bool(current_app.config.get("PASSWORD")),
-    )
+        return redirect(target)
+    return _login_page(target)
 
 
 @bp.post("/login")
 def login_post():
     target = safe_next(request.form.get("next"))
-    if check_password(request.form.get("password", "")):
-        # A fresh session on login: nothing from before the login carries over.
-        session.clear()
-        session["logged_in"] = True
-        return redirect(target)
-    return (
-        render_template(
-            "login/login.html",
-            next=target,
-            configured=bool(current_app.config.get("PASSWORD")),
-            error="Wrong password.",
-        ),
-        401,
-    )
+    now = utcnow()
+    begin_write()
+    wait = login_limit.count_attempt(request.remote_addr, now)
+    if wait is not None:
+        db.session.commit()
+        minutes = math.ceil(wait / 60)
+        error = f"Too many login attempts. Try again in {minutes} minute{'s' * (minutes != 1)}."
+        return _login_page(target, 429, error, {"Retry-After": str(wait)})
+    if not check_password(request.form.get("password", "")):
+        db.session.commit()
+        return _login_page(target, 401, "Wrong password.")
+    login_limit.clear(request.remote_addr, now)
+    start_dashboard_session()
+    db.session.commit()
+    return redirect(target)
 
 
 @bp.post("/logout")
 def logout_post():
-    session.clear()
+    begin_write()
+    end_dashboard_session()
+    db.session.commit()
     return redirect(url_for("login.login_get"))
 
 
