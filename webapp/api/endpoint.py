@@ -3,10 +3,13 @@
 `@endpoint()` reads the view's annotations (`body`, `query`, `path`: pydantic models), the same
 annotations flask-openapi3 reads to write the OpenAPI document, and:
 
-1. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
+1. authenticates the Bearer key before it reads anything else: a stranger learns nothing (401
+   wins over 400/422), and a stranger's slow body never keeps a thread waiting;
+2. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
    core): malformed JSON or a wrong content type is a 400, an invalid document a 422 naming the
-   field; a body over MAX_BODY_BYTES is werkzeug's 413, answered as JSON by `webapp.errors`;
-2. authenticates the Bearer key (401 wins over 400/422, so a stranger learns nothing);
+   field; a body over MAX_BODY_BYTES is read to its end and answered 413 (so a client that
+   sends everything before it reads gets the answer). `unique_api=True` turns these into the
+   statuses the unique_sdk maps (`webapp.errors`);
 3. runs the view. A read view returns the response. A write view declared with
    `prepares=True` is a *prepare* step: in a short read transaction (the key, the project's
    redaction rules) it checks and redacts the input and counts its tokens, then returns a
