@@ -7,6 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from webapp.db import db
+from webapp.errors import error_type
 
 TABLES = ("conversation", "message", "tool_invocation", "service_call", "tool_definition")
 
@@ -67,13 +68,18 @@ def raw_rows(app, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in conn.execute(sa.text(sql))]
 
 
-def assert_error(response, status: int, error: str, *, field: str | None = None) -> dict:
-    """The JSON error shape: `error` code, a `message`, and `details` naming the field."""
+def assert_error(response, status: int, code: str, *, field: str | None = None) -> dict:
+    """The JSON error document, `{"error": {"message", "type", "code", "param", "details"}}`,
+    with this `code` and, if given, `field` among the details. Returns the error object."""
     assert response.status_code == status, response.get_data(as_text=True)
     body = response.get_json()
-    assert body["error"] == error, body
-    assert isinstance(body["message"], str) and body["message"]
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert error["code"] == code, body
+    assert isinstance(error["message"], str) and error["message"]
+    assert error["type"] == error_type(status)
+    details = error.get("details") or []
+    assert error["param"] == ((details[0].get("field") or None) if details else None), body
     if field is not None:
-        fields = [d.get("field") for d in body.get("details") or []]
-        assert field in fields, body
-    return body
+        assert field in [d.get("field") for d in details], body
+    return error

@@ -174,6 +174,21 @@ def count_queries(app):
 
 
 @pytest.fixture
+def sqlite_writer(app) -> Iterator[sa.Connection]:
+    """Another connection holding SQLite's write lock, as a concurrent request would."""
+    if not app.config["DATABASE_URL"].startswith("sqlite"):
+        pytest.skip("PostgreSQL has row locks; there is no database-wide write lock")
+    with app.app_context():
+        writer = sa.create_engine(app.config["DATABASE_URL"]).connect()
+    writer.exec_driver_sql("BEGIN IMMEDIATE")
+    yield writer
+    writer.exec_driver_sql("ROLLBACK")
+    writer.close()
+    with app.app_context():
+        db.session.remove()
+
+
+@pytest.fixture
 def live_server(app) -> Iterator[str]:
     """The app served over real HTTP on a free loopback port (threaded WSGI server)."""
     server = make_server("127.0.0.1", 0, app, threaded=True)

@@ -149,7 +149,7 @@ def test_other_projects_never_show(dashboard, seeded: Seeded) -> None:
     ):
         response = dashboard.get(url)
         assert response.status_code == 404
-        assert response.get_json()["error"] == "not_found"
+        assert response.get_json()["error"]["code"] == "not_found"
     assert (
         dashboard.get(f"/conversations/{seeded.other_project_conversation}/charts").status_code
         == 404
@@ -210,9 +210,9 @@ def test_bad_arguments_are_422_with_the_field(
 ) -> None:
     response = dashboard.get(url)
     assert response.status_code == 422
-    body = response.get_json()
-    assert body["error"] == "invalid"
-    assert body["details"] == [{"field": field, "message": body["details"][0]["message"]}]
+    error = response.get_json()["error"]
+    assert error["code"] == "invalid" and error["param"] == field
+    assert error["details"] == [{"field": field, "message": error["details"][0]["message"]}]
 
 
 def test_bad_arguments_on_pages_and_unknown_charts(dashboard, seeded: Seeded) -> None:

@@ -15,6 +15,9 @@ from webapp.db import db, utcnow
 from webapp.models import ApiKey
 
 TOOLS_URL = "/api/v1/messages/tools"
+# The MessageTool endpoints answer every request error as 400, the status the unique_sdk raises
+# as InvalidRequestError; the error's code tells 413, 409 and 422 apart (webapp/errors.py).
+SDK_STATUS = 400
 MAX_BODY = 64 * 1024
 MAX_RESULT = 1000
 
@@ -86,8 +89,11 @@ def test_an_empty_body_and_invalid_utf8_are_400(client, project_key):
     assert_error(client.post(TOOLS_URL, data=b"\xff\xfe{}", headers=headers), 400, "malformed")
 
 
-def test_a_json_document_that_is_not_an_object_is_422(client, project_key):
-    assert_error(client.post(TOOLS_URL, json=[1, 2], headers=project_key.headers), 422, "invalid")
+def test_a_json_document_that_is_not_an_object_is_invalid(client, project_key):
+    response = client.post(TOOLS_URL, json=[1, 2], headers=project_key.headers)
+    assert_error(response, SDK_STATUS, "invalid")
+    native = client.post("/api/v1/conversations/c1/messages", json=[1], headers=project_key.headers)
+    assert_error(native, 422, "invalid")
 
 
 # --- Authentication: 401 ---------------------------------------------------------------------
@@ -144,15 +150,18 @@ def test_reads_need_a_key_too(client, url):
 # --- Too large: 413 --------------------------------------------------------------------------
 
 
-def test_a_body_over_the_limit_is_413_as_json(app, client, project_key):
+@pytest.mark.parametrize(
+    ("url", "status"), [(TOOLS_URL, SDK_STATUS), ("/api/v1/conversations/c1/messages", 413)]
+)
+def test_a_body_over_the_limit_is_413_as_json(app, client, project_key, url, status):
     big = [tool_item(0, i, response="x" * 900) for i in range(50)]
     data = json.dumps({"messageId": "m1", "tools": big * 2})
     assert len(data) > MAX_BODY
     response = client.post(
-        TOOLS_URL, data=data, headers={**project_key.headers, "Content-Type": "application/json"}
+        url, data=data, headers={**project_key.headers, "Content-Type": "application/json"}
     )
-    body = assert_error(response, 413, "too_large")
-    assert body["details"]["limit"] == MAX_BODY
+    body = assert_error(response, status, "too_large")
+    assert body["details"][0]["limit"] == MAX_BODY
     assert sum(row_counts(app).values()) == 0
 
 
@@ -171,8 +180,8 @@ def test_a_chunked_body_over_the_limit_is_413_as_json(app, live_server, project_
         headers={**project_key.headers, "Content-Type": "application/json"},
         timeout=10,
     )
-    assert response.status_code == 413
-    assert response.json()["error"] == "too_large"
+    assert response.status_code == SDK_STATUS
+    assert response.json()["error"]["code"] == "too_large"
     assert sum(row_counts(app).values()) == 0
 
 
@@ -187,7 +196,7 @@ def test_a_chunked_body_under_the_limit_is_accepted(live_server, project_key):
     assert response.status_code == 201, response.text
 
 
-# --- Invalid content: 422, naming the field -----------------------------------------------------
+# --- Invalid content: 422 (400 on the MessageTool endpoints), naming the field -------------------
 
 
 @pytest.mark.parametrize(
@@ -197,6 +206,9 @@ def test_a_chunked_body_under_the_limit_is_accepted(live_server, project_key):
         ({**tool_item(), "sequenceIndex": -3}, "tools.1.sequenceIndex"),
         ({**tool_item(), "roundIndex": 2**31}, "tools.1.roundIndex"),
         ({**tool_item(), "roundIndex": "first"}, "tools.1.roundIndex"),
+        # Strict types: no number from a string or a boolean.
+        ({**tool_item(), "roundIndex": "3"}, "tools.1.roundIndex"),
+        ({**tool_item(), "sequenceIndex": True}, "tools.1.sequenceIndex"),
         ({**tool_item(), "arguments": ["not", "an", "object"]}, "tools.1.arguments"),
         ({**tool_item(), "functionName": 42}, "tools.1.functionName"),
         ({**tool_item(), "functionName": ""}, "tools.1.functionName"),
@@ -206,16 +218,19 @@ def test_a_chunked_body_under_the_limit_is_accepted(live_server, project_key):
         ({k: v for k, v in tool_item().items() if k != "functionName"}, "tools.1.functionName"),
     ],
 )
-def test_invalid_tool_fields_are_422_with_their_path(app, client, project_key, tool, field):
+def test_invalid_tool_fields_are_refused_with_their_path(app, client, project_key, tool, field):
     response = post_tools(client, project_key, [tool_item(0, 0), tool])
-    assert_error(response, 422, "invalid", field=field)
+    assert_error(response, SDK_STATUS, "invalid", field=field)
     assert sum(row_counts(app).values()) == 0
 
 
 def test_a_result_over_the_size_limit_is_422_naming_the_limit(app, client, project_key):
     tools = [tool_item(0, 0, response="ok"), tool_item(0, 1, response="é" * 501)]  # 1002 bytes
     body = assert_error(
-        post_tools(client, project_key, tools), 422, "invalid", field="tools.1.response.content"
+        post_tools(client, project_key, tools),
+        SDK_STATUS,
+        "invalid",
+        field="tools.1.response.content",
     )
     assert body["details"][0]["limit"] == MAX_RESULT
     assert "1002 bytes" in body["message"]
@@ -229,7 +244,7 @@ def test_nan_in_arguments_is_422(app, client, project_key):
         '"arguments": {"x": NaN}, "roundIndex": 0, "sequenceIndex": 0}]}',
         headers={**project_key.headers, "Content-Type": "application/json"},
     )
-    assert_error(response, 422, "invalid", field="tools.0.arguments")
+    assert_error(response, SDK_STATUS, "invalid", field="tools.0.arguments")
     assert sum(row_counts(app).values()) == 0
 
 
@@ -356,16 +371,16 @@ def test_arbitrary_json_never_causes_a_server_error(client, project_key, body, t
 
 
 @pytest.mark.parametrize(
-    ("url", "field"),
+    ("url", "field", "status"),
     [
-        ("/api/v1/messages/tools?messageIds=a%00b", "query.messageIds"),
-        ("/api/v1/conversations/a%00b", "path.cid"),
-        ("/api/v1/conversations?q=a%00", "query.q"),
-        ("/api/v1/conversations?channel=a%00", "query.channel"),
+        ("/api/v1/messages/tools?messageIds=a%00b", "query.messageIds", SDK_STATUS),
+        ("/api/v1/conversations/a%00b", "path.cid", 422),
+        ("/api/v1/conversations?q=a%00", "query.q", 422),
+        ("/api/v1/conversations?channel=a%00", "query.channel", 422),
     ],
 )
-def test_nul_in_a_url_is_422_not_a_database_error(client, project_key, url, field):
-    assert_error(client.get(url, headers=project_key.headers), 422, "invalid", field=field)
+def test_nul_in_a_url_is_invalid_not_a_database_error(client, project_key, url, field, status):
+    assert_error(client.get(url, headers=project_key.headers), status, "invalid", field=field)
 
 
 def test_a_forged_cursor_is_422(client, project_key):
@@ -505,3 +520,68 @@ def test_breaking_any_field_of_a_valid_body_never_causes_a_server_error(
         headers={**project_key.headers, "Content-Type": "application/json"},
     )
     assert response.status_code < 500, (path, response.get_data(as_text=True))
+
+
+# --- Constraint violations, ids and types the request gets wrong: 422, never 500 or 503 --------
+
+
+def test_duplicate_tool_names_are_422_naming_the_second(app, client, project_key):
+    tools = [{"name": "search"}, {"name": "fetch"}, {"name": "search"}]
+    response = client.put(
+        "/api/v1/conversations/c1", json={"tools": tools}, headers=project_key.headers
+    )
+    error = assert_error(response, 422, "invalid", field="tools.2.name")
+    assert error["details"][0]["duplicate_of"] == "tools.0"
+    assert sum(row_counts(app).values()) == 0
+
+
+@pytest.mark.parametrize("rule_id", ["2147483648", "99999999999999999999", "0"])
+def test_a_rule_id_out_of_range_is_422(client, project_key, rule_id):
+    response = client.delete(f"/api/v1/redaction-rules/{rule_id}", headers=project_key.headers)
+    assert_error(response, 422, "invalid", field="path.rule_id")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"sequence_index": True}, "messages.0.tool_calls.0.sequence_index"),
+        ({"round_index": "3"}, "messages.0.tool_calls.0.round_index"),
+        ({"round_index": 1.0}, "messages.0.tool_calls.0.round_index"),
+        ({"response": {"content": "x", "is_error": "yes"}}, "messages.0.tool_calls.0.response"),
+        ({"created_at": "39"}, "messages.0.tool_calls.0.created_at"),
+    ],
+)
+def test_native_fields_have_strict_types(app, client, project_key, change, field):
+    message = {"id": "a1", "role": "assistant", "tool_calls": [native_call(**change)]}
+    response = client.post(
+        "/api/v1/conversations/c1/messages",
+        json={"messages": [message]},
+        headers=project_key.headers,
+    )
+    error = assert_error(response, 422, "invalid")
+    assert error["param"].startswith(field), error
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_a_channel_window_is_an_integer_not_a_boolean(client, project_key):
+    response = client.put(
+        "/api/v1/channels/bot", json={"freshness_seconds": True}, headers=project_key.headers
+    )
+    assert_error(response, 422, "invalid", field="freshness_seconds")
+
+
+# --- HTTP details: 405 with Allow, nosniff -----------------------------------------------------
+
+
+def test_a_wrong_method_is_405_with_allow(client, project_key):
+    response = client.patch("/api/v1/conversations/c1", headers=project_key.headers)
+    assert_error(response, 405, "method_not_allowed")
+    assert set(response.headers["Allow"].split(", ")) >= {"GET", "PUT"}
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/v1/conversations", "/api/v1/nowhere", "/api/openapi.json", "/api/swagger"]
+)
+def test_api_answers_are_not_sniffed(client, project_key, url):
+    response = client.get(url, headers=project_key.headers)
+    assert response.headers["X-Content-Type-Options"] == "nosniff"

@@ -1,4 +1,7 @@
-"""The MessageTool-compatible API: batch create, retrieval by message ids, idempotent retries."""
+"""The MessageTool-compatible API: batch create, retrieval by message ids, idempotent retries.
+
+Every request error here is a 400, which the unique_sdk raises as InvalidRequestError; the
+error's `code` says which (`invalid`, `conflict`, `too_large`, ...)."""
 
 from __future__ import annotations
 
@@ -75,7 +78,7 @@ def test_a_different_call_under_a_stored_key_is_a_conflict_and_writes_nothing(
     ]
     response = post_tools(client, project_key, "m1", batch)
 
-    body = assert_error(response, 409, "conflict", field="tools.1")
+    body = assert_error(response, 400, "conflict", field="tools.1")
     assert "round 0, sequence 0" in body["message"]
     assert body["details"][0]["conflicting"] == ["response"]
     assert row_counts(app) == before
@@ -86,10 +89,9 @@ def test_a_different_call_under_a_stored_key_is_a_conflict_and_writes_nothing(
 def test_conflicting_function_name_or_arguments_is_named(client, project_key):
     post_tools(client, project_key, "m1", [tool_item(0, 0)])
     renamed = post_tools(client, project_key, "m1", [tool_item(0, 0, name="other")])
-    assert renamed.get_json()["details"][0]["conflicting"] == ["function_name"]
+    assert assert_error(renamed, 400, "conflict")["details"][0]["conflicting"] == ["function_name"]
     changed = post_tools(client, project_key, "m1", [tool_item(0, 0, arguments={"city": "Bern"})])
-    assert changed.status_code == 409
-    assert changed.get_json()["details"][0]["conflicting"] == ["arguments"]
+    assert assert_error(changed, 400, "conflict")["details"][0]["conflicting"] == ["arguments"]
 
 
 def test_the_same_key_twice_in_one_batch(app, client, project_key):
@@ -99,7 +101,7 @@ def test_the_same_key_twice_in_one_batch(app, client, project_key):
     different = post_tools(
         client, project_key, "m2", [tool_item(0, 0), tool_item(0, 0, name="other")]
     )
-    body = assert_error(different, 422, "invalid", field="tools.1")
+    body = assert_error(different, 400, "invalid", field="tools.1")
     assert body["details"][0]["duplicate_of"] == "tools.0"
     assert row_counts(app)["tool_invocation"] == 1
 
@@ -141,7 +143,7 @@ def test_get_with_an_empty_id_list_returns_nothing(client, project_key):
 
 def test_get_without_the_parameter_is_invalid(client, project_key):
     assert_error(
-        client.get(URL, headers=project_key.headers), 422, "invalid", field="query.messageIds"
+        client.get(URL, headers=project_key.headers), 400, "invalid", field="query.messageIds"
     )
 
 
@@ -149,7 +151,7 @@ def test_201_ids_are_refused_and_200_accepted(client, project_key):
     ids = ",".join(f"m{i}" for i in range(201))
     body = assert_error(
         client.get(f"{URL}?messageIds={ids}", headers=project_key.headers),
-        422,
+        400,
         "invalid",
         field="query.messageIds",
     )
@@ -160,7 +162,7 @@ def test_201_ids_are_refused_and_200_accepted(client, project_key):
 
 def test_51_tools_are_refused_and_nothing_is_written(app, client, project_key):
     tools = [tool_item(0, i) for i in range(51)]
-    body = assert_error(post_tools(client, project_key, "m1", tools), 422, "invalid", field="tools")
+    body = assert_error(post_tools(client, project_key, "m1", tools), 400, "invalid", field="tools")
     assert body["details"][0]["limit"] == 50
     assert row_counts(app)["tool_invocation"] == 0
     assert row_counts(app)["message"] == 0
@@ -212,6 +214,6 @@ def test_tools_cannot_be_attached_to_a_user_message(app, client, project_key):
         json={"messages": [{"id": "u1", "role": "user", "content": "hi"}]},
         headers=project_key.headers,
     )
-    body = assert_error(post_tools(client, project_key, "u1", [tool_item()]), 409, "conflict")
+    body = assert_error(post_tools(client, project_key, "u1", [tool_item()]), 400, "conflict")
     assert "user message" in body["message"]
     assert row_counts(app)["tool_invocation"] == 0

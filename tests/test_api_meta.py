@@ -37,4 +37,4 @@ def test_meta_needs_a_key(client):
     response = client.get("/api/v1/meta")
 
     assert response.status_code == 401
-    assert response.get_json()["error"] == "unauthorized"
+    assert response.get_json()["error"]["code"] == "unauthorized"

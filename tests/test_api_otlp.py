@@ -408,7 +408,9 @@ def test_native_writes_to_an_otlp_message_are_409(app, client, project_key):
         json={"messageId": assistant_id, "tools": []},
         headers=project_key.headers,
     )
-    assert response.status_code == 409
+    # The MessageTool API answers its conflicts as 400s, as unique_sdk expects.
+    assert response.status_code == 400
+    assert "owned by OTLP" in json.dumps(response.get_json())
     conversation = raw_rows(app, "SELECT external_id FROM conversation")[0][0]
     response = client.post(
         f"/api/v1/conversations/{conversation}/messages",
@@ -416,7 +418,7 @@ def test_native_writes_to_an_otlp_message_are_409(app, client, project_key):
         headers=project_key.headers,
     )
     assert response.status_code == 409
-    assert "owned by OTLP" in response.get_json()["message"]
+    assert "owned by OTLP" in json.dumps(response.get_json())
 
 
 def test_a_run_filling_in_keeps_its_message_rows(app, client, project_key):
@@ -500,3 +502,8 @@ def test_a_result_over_the_limit_is_cut_with_a_warning_and_a_resend_answers_the_
     assert response == "é" * 20
     names = json.loads(redactions) if isinstance(redactions, str) else redactions
     assert "otlp:truncated" in names
+
+
+def test_metrics_that_are_not_an_export_request_are_400(client, project_key):
+    assert post(client, project_key, b"\x00", signal="metrics", content_type=JS).status_code == 400
+    assert post(client, project_key, b"\xff\xff", signal="metrics").status_code == 400

@@ -35,7 +35,7 @@ def test_pages_need_a_login(client, url):
     assert response.status_code == 302
     assert response.headers["Location"] == f"/login?next={url}"
     twin = client.get(url + ".json")
-    assert twin.status_code == 401 and twin.get_json()["error"] == "unauthorized"
+    assert twin.status_code == 401 and twin.get_json()["error"]["code"] == "unauthorized"
     htmx = client.get(url, headers=HTMX)
     assert htmx.status_code == 204 and htmx.headers["HX-Redirect"].startswith("/login")
 
@@ -140,3 +140,29 @@ def test_plotly_is_served_locally_and_cached(app, client):
         for attr in ("src", "href", "action"):
             value = element.get(attr) or ""
             assert not value.startswith(("http:", "https:", "//")), value
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/conversations/2147483648",  # over PostgreSQL's integer
+        "/conversations/99999999999999999999.json",  # over SQLite's and PostgreSQL's bigint
+        "/conversations/2147483648/replay",
+        "/conversations/1/messages/9223372036854775808/calls",
+        "/calls/9223372036854775808",
+        "/calls/99999999999999999999/response.txt",
+    ],
+)
+def test_ids_out_of_range_are_not_found(dashboard, url):
+    assert dashboard.get(url).status_code == 404
+
+
+def test_ids_out_of_range_in_forms_are_not_found(dashboard, project_key):
+    token = csrf_token(dashboard)
+    for url in ("/settings/rules/2147483648/delete", "/settings/keys/99999999999999999999/revoke"):
+        assert dashboard.post(url, data={"csrf_token": token}).status_code == 404
+    for project_id in ("2147483648", "99999999999999999999", "-1"):
+        switched = dashboard.post("/project", data={"csrf_token": token, "project_id": project_id})
+        assert switched.status_code == 404
+    live = dashboard.get("/conversations/1/live?calls=99999999999999999999")
+    assert live.status_code in (404, 422)

@@ -113,14 +113,14 @@ def test_list_sorted_by_calls_pages_by_calls(app, dashboard, project_key):
     # A cursor of another sort is refused, naming the parameter.
     recent = dashboard.get("/conversations.json?limit=1").get_json()
     wrong = dashboard.get(f"/conversations.json?sort=calls&cursor={recent['next_cursor']}")
-    assert wrong.status_code == 422 and wrong.get_json()["details"][0]["field"] == "cursor"
+    assert wrong.status_code == 422 and wrong.get_json()["error"]["param"] == "cursor"
 
 
 def test_bad_list_parameters_are_422_not_500(app, dashboard, project_key):
     for query in ("sort=bogus", "cursor=%%%", "limit=0", "limit=201", "limit=x", "from=nope"):
         json_response = dashboard.get(f"/conversations.json?{query}")
         assert json_response.status_code == 422, query
-        assert json_response.get_json()["error"] == "invalid"
+        assert json_response.get_json()["error"]["code"] == "invalid"
         html_response = dashboard.get(f"/conversations?{query}")
         assert html_response.status_code == 422 and b"<html" in html_response.data
 
@@ -293,7 +293,7 @@ def test_another_projects_conversation_is_404(app, dashboard, project_key, other
     with data(app):
         theirs = f.support_conversation(other_project_key.project_id, "theirs").id
     assert dashboard.get(f"/conversations/{theirs}").status_code == 404
-    assert dashboard.get(f"/conversations/{theirs}.json").get_json()["error"] == "not_found"
+    assert dashboard.get(f"/conversations/{theirs}.json").get_json()["error"]["code"] == "not_found"
     assert dashboard.get("/conversations/999999").status_code == 404
     listed = page(dashboard.get("/conversations"))
     assert not listed.select("tr[data-row-id]")

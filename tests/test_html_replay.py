@@ -183,7 +183,7 @@ def test_an_unusable_option_answers_422_naming_it_everywhere(dashboard, support)
     assert "result_token_cap" in doc.one(".replay-error").text
     twin = dashboard.get(f"/conversations/{support}/replay.json?prune=lifo")
     assert twin.status_code == 422
-    assert twin.get_json()["details"][0]["field"] == "prune"
+    assert twin.get_json()["error"]["param"] == "prune"
 
 
 def test_the_json_twin_is_the_export_document_of_the_api(dashboard, client, project_key, support):
@@ -408,7 +408,7 @@ def test_the_pages_need_a_login(client, support):
     response = client.get(replay_url(support))
     assert response.status_code == 302 and "/login" in response.headers["Location"]
     twin = client.get(f"/conversations/{support}/replay.json")
-    assert twin.status_code == 401 and twin.get_json()["error"] == "unauthorized"
+    assert twin.status_code == 401 and twin.get_json()["error"]["code"] == "unauthorized"
 
 
 def test_another_projects_conversation_is_not_found(app, dashboard, other_project_key):

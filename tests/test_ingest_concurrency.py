@@ -154,7 +154,7 @@ def test_a_crash_mid_batch_leaves_nothing(app, client, project_key, monkeypatch)
         headers=project_key.headers,
     )
     assert response.status_code == 500
-    assert response.get_json()["error"] == "internal"
+    assert response.get_json()["error"]["code"] == "internal"
     assert sum(row_counts(app).values()) == 0
 
 
@@ -193,7 +193,7 @@ def test_a_race_lost_twice_answers_503_so_clients_retry(app, client, project_key
         headers=project_key.headers,
     )
     assert response.status_code == 503
-    assert response.get_json()["error"] == "busy"
+    assert response.get_json()["error"]["code"] == "busy"
     assert row_counts(app)["message"] == 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 from api_support import assert_error, raw_rows, row_counts, tool_item
 
 from webapp.db import begin_write, db, utcnow
@@ -20,21 +19,6 @@ MAX_RESULT = 1_000
 @pytest.fixture
 def app_config():
     return {"MAX_RESULT_BYTES": MAX_RESULT}
-
-
-@pytest.fixture
-def sqlite_writer(app):
-    """Another connection holding SQLite's write lock, as a concurrent request would."""
-    if not app.config["DATABASE_URL"].startswith("sqlite"):
-        pytest.skip("PostgreSQL has row locks; there is no database-wide write lock")
-    with app.app_context():
-        writer = sa.create_engine(app.config["DATABASE_URL"]).connect()
-    writer.exec_driver_sql("BEGIN IMMEDIATE")
-    yield writer
-    writer.exec_driver_sql("ROLLBACK")
-    writer.close()
-    with app.app_context():
-        db.session.remove()
 
 
 def test_the_turn_assistant_may_name_its_role(client, project_key):
@@ -55,13 +39,13 @@ def test_any_other_role_of_the_turn_assistant_is_refused(app, client, project_ke
 def test_an_invalid_batch_is_refused_without_waiting_for_the_write_lock(
     app, client, project_key, sqlite_writer
 ):
-    """Redaction and measuring happen before the lock: a result over the limit is a 422 at
+    """Redaction and measuring happen before the lock: a result over the limit is refused at
     once, not a 503 after the busy timeout."""
     tools = [tool_item(0, 0), tool_item(0, 1, response="x" * (MAX_RESULT + 1))]
     response = client.post(
         TOOLS_URL, json={"messageId": "m1", "tools": tools}, headers=project_key.headers
     )
-    assert_error(response, 422, "invalid", field="tools.1.response.content")
+    assert_error(response, 400, "invalid", field="tools.1.response.content")
 
 
 def test_the_result_limit_applies_before_redaction_reads_the_result():

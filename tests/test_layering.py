@@ -21,7 +21,7 @@ PACKAGE = Path(webapp.__file__).resolve().parent
 # a layer above nor a neighbour in its own layer (api and views know nothing of each other, nor
 # do queries and ingest). "app" is webapp/__init__.py, the factory.
 LAYERS: list[set[str]] = [
-    {"version", "paths", "settings", "errors"},
+    {"version", "paths", "settings", "errors", "body_deadline"},
     {"replay"},
     {"tokens", "pricing", "redaction"},
     {"analytics"},
@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"queries", "ingest", "login_limit"},
     {"api", "views"},
     {"app"},
-    {"demo", "gunicorn_conf"},
+    {"demo", "gunicorn_conf", "gunicorn_worker"},
     {"bench"},
     {"cli"},
 ]

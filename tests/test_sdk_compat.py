@@ -22,6 +22,12 @@ from unique_sdk import _util as sdk_util
 USER, COMPANY = "user-1", "company-1"
 
 
+@pytest.fixture
+def app_config():
+    # A writer waiting for SQLite's lock gives up quickly (the 503 test holds the lock).
+    return {"SQLITE_BUSY_TIMEOUT_MS": 100}
+
+
 class RecordingMiddleware:
     """Records every request the server sees; can answer one request with a 5xx after the app
     has fully handled (and committed) it, as a proxy timing out would."""
@@ -145,20 +151,81 @@ def test_responses_added_later_and_conflicts_surface_as_sdk_errors(app, sdk):
 
     changed = tools(1)
     changed[0]["functionName"] = "something_else"
-    with pytest.raises(unique_sdk.APIError) as excinfo:
+    with pytest.raises(unique_sdk.InvalidRequestError) as excinfo:
         unique_sdk.MessageTool.create_many(
             user_id=USER, company_id=COMPANY, messageId="m", tools=changed
         )
-    assert excinfo.value.http_status == 409  # a 4xx: the SDK does not retry it
+    error = excinfo.value
+    assert (error.http_status, error.code) == (400, "conflict")  # a 4xx: not retried
+    assert "a different call is already stored" in str(error)
+    assert "(function_name differ)" in str(error)
     assert len(sdk.requests_to("POST", "/api/v1/messages/tools")) == 3
     assert row_counts(app)["tool_invocation"] == 3
 
 
 def test_an_invalid_key_is_an_authentication_error(sdk, monkeypatch):
     monkeypatch.setattr(unique_sdk, "api_key", "ts_wrong")
-    with pytest.raises(unique_sdk.APIError) as excinfo:
+    with pytest.raises(unique_sdk.AuthenticationError) as excinfo:
         unique_sdk.MessageTool.get_message_tools(user_id=USER, company_id=COMPANY, messageIds="m")
     assert excinfo.value.http_status == 401
+    assert str(excinfo.value) == "invalid or revoked API key"
+
+
+def test_51_tools_are_an_invalid_request_error_that_says_why(app, sdk):
+    with pytest.raises(unique_sdk.InvalidRequestError) as excinfo:
+        unique_sdk.MessageTool.create_many(
+            user_id=USER, company_id=COMPANY, messageId="m", tools=tools(51)
+        )
+    error = excinfo.value
+    assert str(error) == "tools: 51 tools in one request; the limit is 50"
+    assert (error.http_status, error.code) == (400, "invalid")
+    assert error.json_body["error"]["details"][0]["limit"] == 50
+    assert len(sdk.requests_to("POST", "/api/v1/messages/tools")) == 1
+    assert row_counts(app)["tool_invocation"] == 0
+
+
+@pytest.mark.parametrize(
+    ("tool", "reason"),
+    [
+        ({"roundIndex": -1}, "tools.0.roundIndex: Input should be greater than or equal to 0"),
+        ({"sequenceIndex": "3"}, "tools.0.sequenceIndex: Input should be a valid integer"),
+        ({"functionName": ""}, "tools.0.functionName: String should have at least 1 character"),
+    ],
+)
+def test_an_invalid_tool_is_an_invalid_request_error_naming_the_field(sdk, tool, reason):
+    with pytest.raises(unique_sdk.InvalidRequestError) as excinfo:
+        unique_sdk.MessageTool.create_many(
+            user_id=USER, company_id=COMPANY, messageId="m", tools=[{**tools(1)[0], **tool}]
+        )
+    assert str(excinfo.value) == reason
+
+
+def test_too_many_ids_are_an_invalid_request_error(app, sdk, monkeypatch):
+    # The SDK splits its id lists at 200, as we do; a smaller server limit shows the refusal.
+    monkeypatch.setitem(app.config, "MAX_IDS_PER_REQUEST", 2)
+    with pytest.raises(unique_sdk.InvalidRequestError) as excinfo:
+        unique_sdk.MessageTool.get_message_tools(
+            user_id=USER, company_id=COMPANY, messageIds="a,b,c"
+        )
+    assert str(excinfo.value) == "query.messageIds: 3 message ids in one request; the limit is 2"
+
+
+def test_a_busy_database_is_retried_then_reported_with_our_message(app, sdk, sqlite_writer):
+    """A 503 is what the SDK retries (three attempts, 1 s then 2 s apart); it then reports
+    the last answer's message."""
+    with pytest.raises(unique_sdk.APIError) as excinfo:
+        unique_sdk.MessageTool.create_many(
+            user_id=USER, company_id=COMPANY, messageId="m", tools=tools(2)
+        )
+    assert str(excinfo.value) == (
+        "Failed after 3 attempts: the database is busy with concurrent writes; retry the request"
+    )
+    last = excinfo.value.__cause__
+    assert isinstance(last, unique_sdk.APIError)
+    assert (last.http_status, last.code) == (503, "busy")
+    assert last.headers["Retry-After"] == "1"
+    assert len(sdk.requests_to("POST", "/api/v1/messages/tools")) == 3
+    assert sdk.waits == [pytest.approx(1, abs=0.2), pytest.approx(2, abs=0.3)]
 
 
 # The SDK hands httpx a str as `data=`, which httpx deprecates; harmless, but our warnings are

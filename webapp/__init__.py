@@ -9,9 +9,11 @@ from typing import Any
 from flask_openapi3 import Info, OpenAPI
 from flask_wtf.csrf import CSRFProtect
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.routing import IntegerConverter, Map
 
 from . import db as database
 from . import errors, paths, settings
+from .body_deadline import BodyDeadline
 from .version import __version__
 
 __all__ = ["__version__", "create_app"]
@@ -45,6 +47,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
         validation_error_callback=errors.validation_error_response,
     )
     Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    app.url_map.converters.update(int=_RowId, bigint=_BigRowId)
 
     config = settings.load()
     if test_config:
@@ -73,11 +76,30 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
         # The client address (login limit, DEV's loopback check) from X-Forwarded-For, as
         # appended by that many proxies; further entries could be forged by the client.
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=config["TRUSTED_PROXIES"])  # type: ignore[method-assign]
+    # Outermost, so the deadline starts when the request does.
+    app.wsgi_app = BodyDeadline(app.wsgi_app, app.config["BODY_TIMEOUT_SECONDS"])
     database.init_app(app)
     errors.init_app(app)
     csrf.init_app(app)
     _register_areas(app)
     return app
+
+
+class _RowId(IntegerConverter):
+    """`<int:...>` in our URLs: an id of an Integer column. A larger number matches no route
+    (404) instead of overflowing PostgreSQL's integer (a 500)."""
+
+    largest = database.MAX_INT
+
+    def __init__(self, url_map: Map, *args: Any, **kwargs: Any):
+        kwargs.setdefault("max", self.largest)
+        super().__init__(url_map, *args, **kwargs)
+
+
+class _BigRowId(_RowId):
+    """`<bigint:...>`: an id of a BigInteger column (messages, tool calls)."""
+
+    largest = database.MAX_BIGINT
 
 
 def _engine_options(url: str) -> dict[str, Any]:

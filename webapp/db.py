@@ -33,6 +33,11 @@ class Base(DeclarativeBase):
 db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
 
+# The largest id of an Integer column (PostgreSQL's `integer`) and of a BigInteger one (also
+# SQLite's limit). A larger number in a URL or a form must be "not found", not a database error.
+MAX_INT = 2**31 - 1
+MAX_BIGINT = 2**63 - 1
+
 # JSONB on PostgreSQL (indexable, compact), plain JSON text on SQLite.
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 

@@ -1,10 +1,21 @@
-"""JSON errors for the API: one shape everywhere, `{"error", "message", "details"}`."""
+"""JSON errors: one document for the API, the pages' JSON twins and gunicorn's own refusals.
+
+    {"error": {"message": "tools: 51 tools in one request; the limit is 50",
+               "type": "invalid_request_error", "code": "invalid", "param": "tools",
+               "details": [{"field": "tools", "message": "...", "limit": 50}]}}
+
+It is OpenAI's error object, which most HTTP clients of LLM APIs already read, and the one the
+unique_sdk reads: `message`, and `code`, which must be present for the SDK to take the status
+from the answer. `details` is ours (every field at fault). The MessageTool endpoints answer the
+request errors that the SDK would turn into a bare APIError (409, 413, 415, 422) as 400,
+which it raises as InvalidRequestError; `code` still says which.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -17,12 +28,54 @@ CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "timeout",
     409: "conflict",
     413: "too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
+    417: "expectation_failed",
     422: "invalid",
+    431: "headers_too_large",
     500: "internal",
+    501: "not_implemented",
+    503: "unavailable",
 }
+
+
+# The OpenAI-style `type` of an error, by HTTP status; anything else below 500 is the request's.
+TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    429: "rate_limit_error",
+}
+
+
+def error_type(status: int) -> str:
+    if status >= 500:
+        return "server_error"
+    return TYPES.get(status, "invalid_request_error")
+
+
+def error_body(
+    status: int,
+    message: str,
+    code: str | None = None,
+    *,
+    param: str | None = None,
+    details: Any = None,
+) -> dict[str, Any]:
+    """The error document, `{"error": {"message", "type", "code", "param"[, "details"]}}`.
+
+    Built without Flask: gunicorn's worker writes it too, for requests the app never sees."""
+    error: dict[str, Any] = {
+        "message": message,
+        "type": error_type(status),
+        "code": code or CODES.get(status, "error"),
+        "param": param,
+    }
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
 
 
 class ApiError(Exception):
@@ -36,12 +89,34 @@ class ApiError(Exception):
         self.code = code or CODES.get(status, "error")
 
 
-def error_response(status: int, message: str, details: Any = None, code: str | None = None):
-    body: dict[str, Any] = {"error": code or CODES.get(status, "error"), "message": message}
-    if details is not None:
-        body["details"] = details
+# What the unique_sdk raises as InvalidRequestError is 400 or 404; the other request errors of
+# the MessageTool endpoints are answered as 400 (see `answer_as_unique_api`).
+_UNIQUE_API_STATUSES = {409: 400, 413: 400, 415: 400, 422: 400}
+
+
+def answer_as_unique_api() -> None:
+    """Called by a MessageTool view: its errors take the statuses the unique_sdk maps."""
+    g.unique_api_errors = True
+
+
+def _first_field(details: Any) -> str | None:
+    if isinstance(details, list) and details and isinstance(details[0], dict):
+        return details[0].get("field") or None
+    return None
+
+
+def error_response(
+    status: int, message: str, details: Any = None, code: str | None = None
+) -> Response:
+    """The JSON error document as a response; `param` is the field of the first detail."""
+    code = code or CODES.get(status, "error")
+    if g.get("unique_api_errors"):
+        status = _UNIQUE_API_STATUSES.get(status, status)
+    body = error_body(status, message, code, param=_first_field(details), details=details)
     response = jsonify(body)
     response.status_code = status
+    if status == 503:
+        response.headers["Retry-After"] = "1"
     return response
 
 
@@ -86,8 +161,13 @@ def init_app(app: Flask) -> None:
         if status == 413:
             limit = app.config.get("MAX_CONTENT_LENGTH")
             message = f"request body is larger than the limit of {limit} bytes"
-            return error_response(413, message, {"limit": limit})
-        return error_response(status, message)
+            return error_response(413, message, [{"message": message, "limit": limit}])
+        response = error_response(status, message)
+        # The exception's own headers, such as a 405's `Allow`, belong to the answer too.
+        for name, value in exc.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):

@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 # Threads: a dashboard page or an htmx poll is not queued behind a write that waits for the
-# SQLite lock, and agents' keep-alive connections are kept open.
-worker_class = "gthread"
+# SQLite lock, and agents' keep-alive connections are kept open. The worker is gthread that
+# answers gunicorn's own errors (414, 431, 400) with the API's JSON error document.
+worker_class = "webapp.gunicorn_worker.JsonErrorWorker"
 threads = 4
+
+# `GET /messages/tools` takes 200 message ids in its query string, as the unique_sdk sends
+# them: up to 51.6 KB for ids of the longest allowed length (255). gunicorn's default is 4094.
+limit_request_line = 64 * 1024
 
 # Import the app once in the master and fork: workers start faster and share the code pages.
 # Safe because create_app() opens no database connection (each worker opens its own).

@@ -19,7 +19,6 @@ The names of the rules that changed a call are returned so the stored call can l
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from itertools import accumulate, compress, repeat
 from typing import Any
 
 from .replay.gc_pause import gc_paused
-from .replay.jsonfast import dumps
+from .replay.jsonfast import dumps, loads
 
 PATH_MASK = "[REDACTED]"
 RULE_KINDS = ("mask", "redact_paths", "skip")
@@ -680,8 +679,8 @@ def _parse_json_document(text: str) -> Any:
     if not _DOCUMENT_START.match(text):
         return None
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+        return loads(text)
+    except ValueError:
         return None
 
 

@@ -95,6 +95,13 @@ SETTINGS: tuple[Setting, ...] = (
         _bool,
     ),
     Setting("MAX_BODY_BYTES", 8 * 1024 * 1024, "Largest request body accepted (413 above).", int),
+    Setting(
+        "BODY_TIMEOUT_SECONDS",
+        30.0,
+        "How long a client may take to send a request body (408 after). Behind a reverse proxy "
+        "that buffers bodies, the proxy's own timeouts apply first.",
+        float,
+    ),
     Setting("MAX_TOOLS_PER_REQUEST", 50, "Most tool invocations in one write request.", int),
     Setting("MAX_IDS_PER_REQUEST", 200, "Most message ids in one `GET /messages/tools`.", int),
     Setting("MAX_MESSAGES_PER_REQUEST", 500, "Most messages in one write request.", int),

@@ -138,7 +138,8 @@ class FakeToolscope:
 
 
 def _error(status: int, message: str, details: Any = None) -> Answer:
-    return Answer(status, {"error": "error", "message": message, "details": details})
+    error = {"message": message, "type": "invalid_request_error", "code": "error", "param": None}
+    return Answer(status, {"error": {**error, "details": details}})
 
 
 def _listing(data: list[Any]) -> dict[str, Any]:

@@ -67,9 +67,26 @@ def test_a_4xx_is_logged_with_its_field_counted_and_not_retried(toolscope, make_
     assert "tools.0.functionName" in caplog.text
 
 
-def test_raise_errors_raises_the_refusal_with_its_details(toolscope, make_client):
+@pytest.mark.parametrize(
+    "shape",
+    [
+        # The error document: {"error": {"message", "type", "code", "param", "details"}}.
+        lambda details: {
+            "error": {
+                "message": "bad",
+                "type": "invalid_request_error",
+                "code": "invalid",
+                "param": "calls.0.name",
+                "details": details,
+            }
+        },
+        # The flat shape of servers before 0.2.
+        lambda details: {"error": "invalid", "message": "bad", "details": details},
+    ],
+)
+def test_raise_errors_raises_the_refusal_with_its_details(toolscope, make_client, shape):
     details = [{"field": "calls.0.name", "message": "Field required"}]
-    toolscope.queue(422, {"error": "invalid", "message": "bad", "details": details})
+    toolscope.queue(422, shape(details))
     client = make_client(toolscope.url, raise_errors=True)
 
     with pytest.raises(ToolscopeRequestError) as caught:
@@ -77,6 +94,7 @@ def test_raise_errors_raises_the_refusal_with_its_details(toolscope, make_client
 
     assert caught.value.status == 422 and caught.value.error == "invalid"
     assert caught.value.details == details
+    assert str(caught.value).endswith("-> 422: bad")
 
 
 def test_raise_errors_raises_unavailable_and_buffers_nothing(down_url, make_client):

@@ -10,16 +10,17 @@ key. ``register(app)`` is called by the app factory. The OpenAPI document is ser
 
 from __future__ import annotations
 
+from flask import Response, request
 from flask_openapi3 import APIBlueprint, OpenAPI
 
-from .schemas import ErrorOut
+from .schemas import ANY_REQUEST_ERRORS, error_responses
 
 bp = APIBlueprint(
     "api",
     __name__,
     url_prefix="/api/v1",
     abp_security=[{"bearer": []}],
-    abp_responses={401: ErrorOut},
+    abp_responses=error_responses(*ANY_REQUEST_ERRORS),
 )
 
 from . import (  # noqa: E402,F401  (routes on bp)
@@ -42,3 +43,12 @@ def register(app: OpenAPI) -> None:
     app.register_api(otlp.bp)
     # Swagger UI would fetch a validity badge from validator.swagger.io: keep the docs offline.
     app.config.setdefault("SWAGGER_CONFIG", {"validatorUrl": None})
+    app.after_request(_no_sniffing)
+
+
+def _no_sniffing(response: Response) -> Response:
+    """Every answer under /api/ (errors of unknown paths and the OpenAPI document included) is
+    what its Content-Type says: a browser must not guess HTML from agent content in JSON."""
+    if request.path.startswith("/api/"):
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response

@@ -14,20 +14,20 @@ from ..redaction import validate_rule
 from . import bp, serializers
 from .endpoint import endpoint
 from .schemas import (
+    WRITE_ERRORS,
     ChannelList,
     ChannelOut,
     ChannelPath,
     ChannelPut,
-    ErrorOut,
     RedactionRuleCreate,
     RedactionRuleList,
     RedactionRuleOut,
     RulePath,
+    error_responses,
 )
 
 CHANNEL_TAG = Tag(name="Channels", description="Per-channel replay freshness windows.")
 RULE_TAG = Tag(name="Redaction rules", description="Applied to tool calls before storage.")
-ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 CHANNEL = Channel.__table__
 RULE = RedactionRule.__table__
 
@@ -48,7 +48,7 @@ def _rules(project_id: int) -> list[dict]:
     "/channels/<name>",
     tags=[CHANNEL_TAG],
     summary="Create a channel or set its freshness window",
-    responses={200: ChannelOut, 201: ChannelOut, **ERRORS},
+    responses={200: ChannelOut, 201: ChannelOut, **WRITE_ERRORS},
 )
 @endpoint(write=True)
 def channel_put(path: ChannelPath, body: ChannelPut):
@@ -71,7 +71,7 @@ def channel_put(path: ChannelPath, body: ChannelPut):
     "/channels",
     tags=[CHANNEL_TAG],
     summary="List channels",
-    responses={200: ChannelList, 401: ErrorOut},
+    responses={200: ChannelList},
 )
 @endpoint()
 def channels_get():
@@ -82,7 +82,7 @@ def channels_get():
     "/redaction-rules",
     tags=[RULE_TAG],
     summary="List redaction rules",
-    responses={200: RedactionRuleList, 401: ErrorOut},
+    responses={200: RedactionRuleList},
 )
 @endpoint()
 def redaction_rules_get():
@@ -93,7 +93,7 @@ def redaction_rules_get():
     "/redaction-rules",
     tags=[RULE_TAG],
     summary="Add a redaction rule",
-    responses={201: RedactionRuleOut, **ERRORS},
+    responses={201: RedactionRuleOut, **WRITE_ERRORS},
 )
 @endpoint(write=True)
 def redaction_rules_post(body: RedactionRuleCreate):
@@ -135,7 +135,7 @@ def redaction_rules_post(body: RedactionRuleCreate):
     "/redaction-rules/<rule_id>",
     tags=[RULE_TAG],
     summary="Delete a redaction rule",
-    responses={204: None, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut},
+    responses={204: None, **error_responses(404, 422, 503)},
 )
 @endpoint(write=True)
 def redaction_rule_delete(path: RulePath):

@@ -22,13 +22,13 @@ from ..queries.records import ConversationRecord
 from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
 from .schemas import (
+    WRITE_ERRORS,
     ConversationDetail,
     ConversationList,
     ConversationListQuery,
     ConversationOut,
     ConversationPath,
     ConversationPut,
-    ErrorOut,
     ImportCreate,
     MessageList,
     MessageOut,
@@ -37,11 +37,10 @@ from .schemas import (
     RoundPath,
     TurnCreate,
     TurnOut,
+    error_responses,
 )
 
 TAG = Tag(name="Conversations", description="Conversations, messages, turns and imports.")
-WRITE_ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
-READ_ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 
 
 def _check_id(field_path: str, value: str) -> str:
@@ -146,7 +145,7 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
     "/conversations",
     tags=[TAG],
     summary="List conversations, most recently active first",
-    responses={200: ConversationList, **READ_ERRORS},
+    responses={200: ConversationList, **error_responses(422)},
 )
 @endpoint()
 def conversations_get(query: ConversationListQuery):
@@ -175,7 +174,7 @@ def conversations_get(query: ConversationListQuery):
     "/conversations/<cid>",
     tags=[TAG],
     summary="A conversation with its messages, tool calls and usage",
-    responses={200: ConversationDetail, **READ_ERRORS},
+    responses={200: ConversationDetail, **error_responses(404, 422)},
 )
 @endpoint()
 def conversation_get(path: ConversationPath):

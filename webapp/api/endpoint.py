@@ -3,10 +3,13 @@
 `@endpoint()` reads the view's annotations (`body`, `query`, `path`: pydantic models), the same
 annotations flask-openapi3 reads to write the OpenAPI document, and:
 
-1. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
+1. authenticates the Bearer key before it reads anything else: a stranger learns nothing (401
+   wins over 400/422), and a stranger's slow body never keeps a thread waiting;
+2. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
    core): malformed JSON or a wrong content type is a 400, an invalid document a 422 naming the
-   field; a body over MAX_BODY_BYTES is werkzeug's 413, answered as JSON by `webapp.errors`;
-2. authenticates the Bearer key (401 wins over 400/422, so a stranger learns nothing);
+   field; a body over MAX_BODY_BYTES is read to its end and answered 413 (so a client that
+   sends everything before it reads gets the answer). `unique_api=True` turns these into the
+   statuses the unique_sdk maps (`webapp.errors`);
 3. runs the view. A read view returns the response. A write view declared with
    `prepares=True` is a *prepare* step: in a short read transaction (the key, the project's
    redaction rules) it checks and redacts the input and counts its tokens, then returns a
@@ -34,8 +37,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
+from ..body_deadline import discard_body
 from ..db import begin_write, db, utcnow
-from ..errors import ApiError, validation_details
+from ..errors import ApiError, answer_as_unique_api, validation_details
 from ..ingest import RaceLost, WriteContext, load_rules
 
 # What a write view returns: its database step, run inside the write transaction (perhaps twice).
@@ -59,11 +63,15 @@ def parse_body(model: type[BaseModel]) -> BaseModel:
             f"expected a JSON body with 'Content-Type: application/json', "
             f"got {request.mimetype or 'no content type'!r}",
         )
-    raw = request.get_data(cache=False)
     limit = request.max_content_length
+    if limit is not None and (request.content_length or 0) > limit:
+        discard_body(request.environ)
+        raise RequestEntityTooLarge()
+    raw = request.get_data(cache=False)
     if limit is not None and request.content_length is None and len(raw) >= limit:
         # A chunked body (no Content-Length) is cut at the limit by werkzeug, which raises
         # only for bodies that announce their length: treat reaching the limit as exceeding it.
+        discard_body(request.environ)
         raise RequestEntityTooLarge()
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON object")
@@ -137,12 +145,13 @@ def _sqlite_busy(exc: Exception) -> bool:
 
 
 def endpoint(
-    *, write: bool = False, prepares: bool = False
+    *, write: bool = False, prepares: bool = False, unique_api: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate an API view (below the blueprint's route decorator).
 
     `write=True`: the view runs in the write transaction. With `prepares=True` as well, the view
-    runs before it, outside any write, and returns the `Store` to run in it.
+    runs before it, outside any write, and returns the `Store` to run in it. `unique_api=True`:
+    the view's errors take the statuses the unique_sdk understands (see webapp.errors).
     """
     assert write or not prepares, "prepares=True is for write views"
 
@@ -156,14 +165,12 @@ def endpoint(
 
         @wraps(func)
         def view(**path_kwargs: Any) -> Any:
-            try:
-                inputs = _parse_inputs(models, path_kwargs)
-                problem = None
-            except ApiError as exc:
-                inputs, problem = {}, exc
+            if unique_api:
+                answer_as_unique_api()
+            # The key first: a stranger's request is refused before its body is read, so a
+            # slow body without a key cannot keep this thread waiting.
             authenticate_api_key()
-            if problem is not None:
-                raise problem
+            inputs = _parse_inputs(models, path_kwargs)
             if not write:
                 response = func(**inputs)
                 db.session.commit()  # keeps the key's last_used_at, if auth recorded it

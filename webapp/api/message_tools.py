@@ -13,19 +13,28 @@ from ..ingest import Invalid, prepare_message_tools, store_message_tools
 from ..queries.messages import message_tools
 from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
-from .schemas import ErrorOut, MessageToolList, MessageToolsCreate, MessageToolsQuery
+from .schemas import (
+    UNIQUE_API_WRITE_ERRORS,
+    MessageToolList,
+    MessageToolsCreate,
+    MessageToolsQuery,
+    error_responses,
+)
 
-TAG = Tag(name="MessageTool", description="Compatible with the MessageTool API of unique_sdk.")
-ERRORS = {400: ErrorOut, 401: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
+TAG = Tag(
+    name="MessageTool",
+    description="Compatible with the MessageTool API of unique_sdk. Every request error is a "
+    "400 (the SDK's InvalidRequestError); `error.code` says which.",
+)
 
 
 @bp.post(
     "/messages/tools",
     tags=[TAG],
     summary="Store a batch of tool calls (and responses) of one message",
-    responses={201: MessageToolList, **ERRORS},
+    responses={201: MessageToolList, **UNIQUE_API_WRITE_ERRORS},
 )
-@endpoint(write=True, prepares=True)
+@endpoint(write=True, prepares=True, unique_api=True)
 def message_tools_post(body: MessageToolsCreate):
     """Idempotent: a retried batch is stored once; a later post may add responses. An
     unknown messageId makes a placeholder message, attached when its conversation's
@@ -46,9 +55,9 @@ def message_tools_post(body: MessageToolsCreate):
     "/messages/tools",
     tags=[TAG],
     summary="Tool calls of several messages",
-    responses={200: MessageToolList, 401: ErrorOut, 422: ErrorOut},
+    responses={200: MessageToolList, **error_responses(400)},
 )
-@endpoint()
+@endpoint(unique_api=True)
 def message_tools_get(query: MessageToolsQuery):
     """`messageIds` is comma-separated (URL-encoded commas are fine, the parameter may also
     be repeated). Unknown ids, and ids of other projects, simply return nothing."""

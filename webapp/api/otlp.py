@@ -23,6 +23,7 @@ from typing import Any
 
 from flask import Response, current_app, g, request
 from flask_openapi3 import APIBlueprint
+from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
@@ -121,6 +122,19 @@ def _decompress(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
+def _check_metrics(encoding: str, body: bytes) -> None:
+    """Metrics are dropped, but only when they are an export request (400 otherwise)."""
+    try:
+        if encoding == "protobuf":
+            metrics_service_pb2.ExportMetricsServiceRequest().ParseFromString(body)
+            return
+        if isinstance(json.loads(body), dict):
+            return
+    except (ProtobufDecodeError, RuntimeError, ValueError):
+        pass
+    raise OtlpError(400, "the body is not an OTLP metrics export request", "malformed")
+
+
 def _answer(signal: str, encoding: str, rejected: int, message: str) -> Response:
     response = _RESPONSES[signal]()
     if rejected or message:
@@ -174,6 +188,7 @@ def export(signal: str) -> Response:
         limit = current_app.config["OTLP_MAX_BODY_BYTES"]
         body = _decompress(_read_body(limit), limit)
         if signal == "metrics":
+            _check_metrics(encoding, body)
             db.session.commit()
             return _answer(signal, encoding, 0, "")  # accepted and dropped (not stored)
         try:
@@ -233,6 +248,26 @@ _BODY_DOC = {
 }
 
 
+def _answer_doc(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+            JSON: {"schema": {"type": "object"}},
+        },
+    }
+
+
+_RESPONSES_DOC = {
+    200: _answer_doc("Export*ServiceResponse, with partialSuccess when items were rejected"),
+    400: _answer_doc("google.rpc.Status: the body is not an OTLP export request"),
+    401: _answer_doc("google.rpc.Status: missing, unknown or revoked key"),
+    413: _answer_doc("google.rpc.Status: over TOOLSCOPE_OTLP_MAX_BODY_BYTES"),
+    415: _answer_doc("google.rpc.Status: another content type or content encoding"),
+    503: _answer_doc("google.rpc.Status: the database is busy; retry after Retry-After"),
+}
+
+
 def _route(bp: APIBlueprint, path: str, signal: str, alias: bool) -> None:
     def view() -> Response:
         return export(signal)
@@ -246,7 +281,7 @@ def _route(bp: APIBlueprint, path: str, signal: str, alias: bool) -> None:
         path,
         summary=view.__doc__,
         openapi_extensions={"requestBody": _BODY_DOC},
-        responses={200: {"description": "Export*ServiceResponse, possibly with partialSuccess"}},
+        responses=_RESPONSES_DOC,
     )(view)
 
 

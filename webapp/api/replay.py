@@ -21,7 +21,7 @@ from ..replay.gc_pause import gc_paused
 from ..tokens import STORED_COUNTER
 from . import bp
 from .endpoint import endpoint
-from .schemas import ConversationPath, ErrorOut
+from .schemas import ConversationPath, error_responses
 
 TAG = Tag(
     name="Replay",
@@ -83,7 +83,7 @@ class ReplayExportOut(BaseModel):
     "/conversations/<cid>/replay",
     tags=[TAG],
     summary="Replay a conversation as a provider payload, with diagnostics",
-    responses={200: ReplayExportOut, 404: ErrorOut, 422: ErrorOut},
+    responses={200: ReplayExportOut, **error_responses(404, 422)},
 )
 @endpoint()
 @gc_paused()

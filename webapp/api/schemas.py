@@ -11,15 +11,22 @@ by the views, because the settings are read at run time.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+)
 
+from ..db import MAX_INT
 from ..models import ROLES, RUN_STATUSES
-
-# Integer columns are 32-bit on PostgreSQL; larger values must be a 422, not a database error.
-MAX_INT = 2**31 - 1
 
 Role = Literal["system", "user", "assistant"]
 RunStatus = Literal["completed", "failed", "cancelled", "in_progress"]
@@ -56,7 +63,23 @@ def _json_storable(value: Any) -> Any:
     return value
 
 
-Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+_NUMBER = re.compile(r"[-+]?\d+(\.\d*)?")
+
+
+def _iso_text(value: Any) -> Any:
+    # pydantic reads 39 or "39" as 39 seconds after 1970; a timestamp here is ISO 8601 text.
+    number = isinstance(value, int | float) or (
+        isinstance(value, str) and _NUMBER.fullmatch(value.strip())
+    )
+    if number:
+        raise ValueError("must be an ISO 8601 time such as 2026-03-10T09:30:00Z")
+    return value
+
+
+# Lax (text becomes a datetime after the check above) inside the strict request models.
+Timestamp = Annotated[
+    datetime, Strict(False), BeforeValidator(_iso_text), AfterValidator(_as_utc)
+]
 # An external id or name as stored in a String(255) column.
 Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
 NonEmptyIdent = Annotated[
@@ -69,9 +92,10 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_json_storable)]
 
 
 class _In(BaseModel):
-    """Native request bodies refuse unknown fields: a typo must not silently drop data."""
+    """Native request bodies refuse unknown fields: a typo must not silently drop data. Types
+    are strict: `true` or `"3"` is not an index."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class _Out(BaseModel):
@@ -81,9 +105,10 @@ class _Out(BaseModel):
 
 
 class _SdkIn(BaseModel):
-    """MessageTool bodies ignore unknown fields, so newer SDK versions keep working."""
+    """MessageTool bodies ignore unknown fields, so newer SDK versions keep working. Types are
+    strict, as in native bodies."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 # --- MessageTool-compatible (camelCase, seed 003) ----------------------------------------------
@@ -271,7 +296,7 @@ class ImportCreate(BaseModel):
     """A provider message list. Unknown top-level keys (model, max_tokens...) are ignored, so a
     request body or a replay export's `payload` can be posted as it is (plus `format`)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     format: ImportFormat
     messages: list[dict[str, Any]] | None = None
@@ -320,7 +345,7 @@ class ChannelPath(BaseModel):
 
 
 class RulePath(BaseModel):
-    rule_id: int
+    rule_id: Annotated[int, Field(ge=1, le=MAX_INT)]
 
 
 # --- Native responses ------------------------------------------------------------------------
@@ -459,9 +484,31 @@ class RedactionRuleList(_Out):
     has_more: bool
 
 
-class ErrorOut(_Out):
-    """Every error: `error` is a short code, `message` a sentence, `details` where useful."""
+class ErrorObject(_Out):
+    message: str = Field(description="What went wrong, in a sentence.")
+    type: str = Field(description="`invalid_request_error`, `authentication_error`, ...")
+    code: str = Field(description="Ours, short: `invalid`, `conflict`, `busy`, ...")
+    param: str | None = Field(description="The request field at fault, if one is.")
+    details: list[dict[str, Any]] | None = Field(
+        default=None, description="Every field at fault, with its limit where one applies."
+    )
 
-    error: str
-    message: str
-    details: Any = None
+
+class ErrorOut(_Out):
+    """Every error (docs/api.md#errors), in the shape of OpenAI's error object."""
+
+    error: ErrorObject
+
+
+def error_responses(*statuses: int) -> dict[int, type[ErrorOut]]:
+    """OpenAPI `responses` for these error statuses."""
+    return dict.fromkeys(statuses, ErrorOut)
+
+
+# Any request may be refused for its key, or by gunicorn for an over-long URL.
+ANY_REQUEST_ERRORS = (401, 414)
+# A request with a JSON body: malformed (400), too slow (408), too large (413), invalid (422),
+# in conflict with what is stored (409), or losing a write race twice (503, retry).
+WRITE_ERRORS = error_responses(400, 408, 409, 413, 422, 503)
+# The MessageTool endpoints answer every request error as 400 (see webapp.errors).
+UNIQUE_API_WRITE_ERRORS = error_responses(400, 408, 503)

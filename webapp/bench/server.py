@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -122,35 +122,53 @@ def prepare_database(database_url: str) -> str:
     return plain
 
 
-def gunicorn_command(port: int, workers: int, worker_class: str, threads: int) -> list[str]:
+def gunicorn_command(
+    port: int, workers: int, worker_class: str | None, threads: int | None
+) -> list[str]:
+    """gunicorn with the production settings; `worker_class` None keeps the configured worker
+    (gthread answering gunicorn's own errors as JSON), "gthread" is the same worker."""
     command = [
         sys.executable, "-m", "gunicorn",
         # The production settings (as in the Procfile); the flags below override them.
         "--config", "python:webapp.gunicorn_conf",
         "--workers", str(workers),
-        "--worker-class", worker_class,
         "--bind", f"127.0.0.1:{port}",
         "--log-level", "warning",
+        # Several servers may run at once (tests, a bench next to a dev server).
+        "--no-control-socket",
     ]  # fmt: skip
-    if worker_class == "gthread":
+    if worker_class not in (None, "gthread"):
+        command += ["--worker-class", worker_class]
+    if threads is not None and worker_class in (None, "gthread"):
         command += ["--threads", str(threads)]
     return [*command, "webapp:create_app()"]
 
 
-def describe(workers: int, worker_class: str, threads: int) -> str:
-    kind = f"gthread ({threads} threads each)" if worker_class == "gthread" else worker_class
+def describe(workers: int, worker_class: str | None, threads: int | None) -> str:
+    if worker_class in (None, "gthread"):
+        kind = f"gthread ({threads or 'configured'} threads each)"
+    else:
+        kind = worker_class
     return f"gunicorn, {workers} {kind} workers"
 
 
 @contextlib.contextmanager
 def gunicorn_server(
-    database_url: str, key: str, *, workers: int, worker_class: str, threads: int
+    database_url: str,
+    key: str,
+    *,
+    workers: int,
+    worker_class: str | None = None,
+    threads: int | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[Server]:
-    """Start gunicorn on a free loopback port, wait until it answers, stop it afterwards."""
+    """Start gunicorn on a free loopback port, wait until it answers, stop it afterwards.
+    `settings` are more `TOOLSCOPE_...` environment variables for the server."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
+        **(settings or {}),
         "TOOLSCOPE_DATABASE_URL": database_url,
         # Fixed per run so no secret file is written into the instance folder.
         "TOOLSCOPE_SECRET_KEY": secrets.token_hex(16),

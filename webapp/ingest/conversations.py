@@ -95,12 +95,27 @@ def touch_conversations(conversation_ids: Iterable[int], now: datetime) -> None:
 
 def replace_tool_definitions(conversation_id: int, tools: Sequence[Mapping[str, Any]]) -> None:
     """The conversation's tools become exactly `tools` (two statements)."""
+    _check_distinct_names(tools)
     rows = [_tool_definition_row(conversation_id, i, t) for i, t in enumerate(tools)]
     db.session.execute(
         delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id == conversation_id)
     )
     if rows:
         db.session.execute(TOOL_DEFINITION.insert(), rows)
+
+
+def _check_distinct_names(tools: Sequence[Mapping[str, Any]]) -> None:
+    # The unique constraint would refuse the second one; a violation the request causes is a
+    # 422 naming the field, never a lost race that clients retry for ever.
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        first = seen.setdefault(tool["name"], index)
+        if first != index:
+            raise Invalid(
+                f"tools.{index}.name",
+                f"tool {tool['name']!r} is defined twice in this request",
+                duplicate_of=f"tools.{first}",
+            )
 
 
 def _tool_definition_row(conversation_id: int, index: int, tool: Mapping[str, Any]) -> dict:

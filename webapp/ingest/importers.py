@@ -35,10 +35,11 @@ first stored message takes it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..replay import jsonfast
 
 FORMATS = ("openai-chat", "openai-responses", "anthropic")
 MAX_ID_LENGTH = 255
@@ -140,7 +141,7 @@ def _arguments_from_json(raw: Any, path: str) -> dict[str, Any] | None:
     if not isinstance(raw, str):
         raise ImportFormatError(path, "expected arguments as a JSON string")
     try:
-        parsed = json.loads(raw)
+        parsed = jsonfast.loads(raw, allow_nan=False)
     except ValueError:
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}

@@ -13,6 +13,8 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 
+from ..replay import jsonfast
+
 SortValue = datetime | int | Decimal | None
 
 
@@ -63,7 +65,7 @@ def decode(cursor: str) -> tuple[SortValue, int]:
     """``(sort value, row id)`` from :func:`encode`'s output; CursorError if damaged."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        data = jsonfast.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
     except (ValueError, binascii.Error, UnicodeError) as exc:
         raise CursorError("malformed cursor") from exc
     if not (isinstance(data, list) and len(data) == 3):

@@ -18,11 +18,10 @@ Semantics where the seed is silent:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from .jsonfast import dumps
+from .jsonfast import dumps, loads
 
 CITATION_RE = re.compile(r"\[source(\d+)\]", re.IGNORECASE)
 
@@ -40,7 +39,7 @@ def parse_sources(result: str) -> list[dict[str, Any]] | None:
     if not stripped.startswith("[") or '"source_number"' not in stripped:
         return None  # cheap checks first: most results are not sources lists
     try:
-        items = json.loads(stripped)
+        items = loads(stripped)
     except ValueError:
         return None
     if not isinstance(items, list) or not items:

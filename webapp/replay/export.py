@@ -38,7 +38,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from . import ReplayOptions, ReplayResult, replay, turn_starts, validate
 from .diagnostics import Problem
@@ -105,7 +113,20 @@ def _blank_is_none(value: Any) -> Any:
 
 
 Tokens = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
-OptionalTokens = Annotated[Tokens | None, BeforeValidator(_blank_is_none)]
+# The OpenAPI document says that an empty value is accepted too (it means "not set").
+OptionalTokens = Annotated[
+    Tokens | None,
+    BeforeValidator(_blank_is_none),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+                {"type": "string", "maxLength": 0},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
 
 
 class ReplayQuery(BaseModel):

@@ -21,9 +21,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from . import jsonfast
 from .diagnostics import Problem
 from .ids import ANTHROPIC_ID_RE, MAX_ID_LENGTH
 from .names import name_is_valid
@@ -93,7 +93,7 @@ class _Checker:
             self.add("bad_arguments", path, "arguments must be a JSON string")
             return
         try:
-            parsed = json.loads(arguments)
+            parsed = jsonfast.loads(arguments)
         except ValueError:
             self.add("bad_arguments", path, "arguments are not valid JSON")
             return

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from flask import Blueprint, Response, abort, jsonify, make_response, render_template, request
 from markupsafe import Markup
 
+from ..db import MAX_BIGINT, MAX_INT
 from ..errors import error_response
 from ..queries.cursors import CursorError
 from ..queries.cursors import decode as decode_cursor
@@ -145,7 +146,9 @@ def or_404(found: T | None, what: str = "page") -> T:
     return found
 
 
-def int_arg(name: str, default: int | None = None, *, minimum: int = 0) -> int | None:
+def int_arg(
+    name: str, default: int | None = None, *, minimum: int = 0, maximum: int = MAX_BIGINT
+) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
@@ -155,6 +158,17 @@ def int_arg(name: str, default: int | None = None, *, minimum: int = 0) -> int |
         raise BadParameter(name, "must be an integer") from None
     if value < minimum:
         raise BadParameter(name, f"must be at least {minimum}")
+    if value > maximum:
+        raise BadParameter(name, f"must be at most {maximum}")
+    return value
+
+
+def row_id(raw: str) -> int:
+    """An id of an Integer column from a form (`request.form.get(name, type=row_id)`); out of
+    range is a ValueError, so the form value counts as missing."""
+    value = int(raw)
+    if not 0 < value <= MAX_INT:
+        raise ValueError(f"{value} is not a row id")
     return value
 
 

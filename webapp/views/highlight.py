@@ -15,6 +15,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from ..replay.jsonfast import parse_container
+
 # Long content is folded at this many characters; the rest loads on "show all".
 FOLD_CHARS = 4000
 
@@ -52,20 +54,6 @@ def highlight_json_text(text: str) -> Markup:
         css = _CLASSES.get(kind)
         pieces.append(f'<span class="{css}">{token}</span>' if css else token)
     return Markup("".join(pieces))
-
-
-def parse_json_container(text: str | None) -> Any | None:
-    """The parsed value when ``text`` is a JSON object or array, else None."""
-    if not text:
-        return None
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict | list) else None
 
 
 def fold(text: str, limit: int) -> tuple[str, bool]:
@@ -106,7 +94,7 @@ def render_text(text: str | None, *, limit: int | None = FOLD_CHARS) -> Rendered
     """A tool result or message: JSON objects/arrays highlighted, anything else as plain text."""
     if text is None:
         return NO_CONTENT
-    parsed = parse_json_container(text)
+    parsed = parse_container(text)
     if parsed is not None:
         return render_value(parsed, limit=limit)
     shown, folded = fold(text, limit) if limit else (text, False)

@@ -24,7 +24,7 @@ from ..auth import (
 )
 from ..db import begin_write, db, utcnow
 from ..models import Project
-from .common import is_htmx
+from .common import is_htmx, row_id
 from .context import select_project
 from .security import dashboard_blueprint, require_login
 
@@ -111,7 +111,7 @@ def project_switch_post():
     denied = require_login()
     if denied is not None:
         return denied
-    project_id = request.form.get("project_id", type=int)
+    project_id = request.form.get("project_id", type=row_id)
     exists = project_id is not None and db.session.scalar(
         select(Project.id).where(Project.id == project_id)
     )

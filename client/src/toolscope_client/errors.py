@@ -21,10 +21,22 @@ class ToolscopeRequestError(ToolscopeError):
         self.body = body
         self.method = method
         self.path = path
-        self.error = body.get("error") if isinstance(body, dict) else None
-        self.details = body.get("details") if isinstance(body, dict) else None
-        message = body.get("message") if isinstance(body, dict) else str(body)[:500]
+        error = _error_object(body)
+        self.error = error.get("code")  # e.g. "invalid", "conflict"
+        self.details = error.get("details")
+        message = error.get("message") or str(body)[:500]
         super().__init__(f"{method} {path} -> {status}: {message}")
+
+
+def _error_object(body: Any) -> dict[str, Any]:
+    """The error of an answer: `{"error": {"message", "code", ...}}`, or the flat
+    `{"error": code, "message", "details"}` of servers before 0.2."""
+    if not isinstance(body, dict):
+        return {}
+    error = body.get("error")
+    if isinstance(error, dict):
+        return error
+    return {"code": error, "message": body.get("message"), "details": body.get("details")}
 
 
 class Transient(Exception):

@@ -47,7 +47,7 @@ def _detail_data(detail: queries.CallDetail) -> dict:
     }
 
 
-@twin_get(bp, "/calls/<int:call_id>")
+@twin_get(bp, "/calls/<bigint:call_id>")
 def call_get(call_id: int, fmt: str):
     """The detail panel (htmx), a page of its own, or the call as JSON."""
     detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
@@ -61,7 +61,7 @@ def call_get(call_id: int, fmt: str):
     )
 
 
-@bp.get("/calls/<int:call_id>/<any(arguments, response):field>")
+@bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>")
 def call_field_get(call_id: int, field: str):
     """One folded field in full ("show all")."""
     detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
@@ -82,7 +82,7 @@ def call_field_get(call_id: int, field: str):
     )
 
 
-@bp.get("/calls/<int:call_id>/<any(arguments, response):field>.txt")
+@bp.get("/calls/<bigint:call_id>/<any(arguments, response):field>.txt")
 def call_field_text_get(call_id: int, field: str):
     """The field as plain text, for the copy buttons (never rendered as HTML)."""
     detail = or_404(queries.get_call(current_project().id, call_id), "tool call")

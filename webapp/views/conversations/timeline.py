@@ -186,7 +186,7 @@ def _otel(
     return OtelPanel(found.turns, found.turns_without_content, hint)
 
 
-@twin_get(bp, "/conversations/<int:conversation_id>/messages/<int:message_id>/calls")
+@twin_get(bp, "/conversations/<int:conversation_id>/messages/<bigint:message_id>/calls")
 def message_calls_get(conversation_id: int, message_id: int, fmt: str):
     """The next chunk of a long run's calls, after the ``after=round.sequence`` key."""
     project = current_project()
@@ -219,7 +219,7 @@ def message_calls_get(conversation_id: int, message_id: int, fmt: str):
     )
 
 
-@bp.get("/conversations/<int:conversation_id>/messages/<int:message_id>/content")
+@bp.get("/conversations/<int:conversation_id>/messages/<bigint:message_id>/content")
 def message_content_get(conversation_id: int, message_id: int):
     """A folded message text in full ("show all")."""
     project = current_project()

@@ -14,12 +14,11 @@ the raw JSON and the download.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...replay import Diagnostic, History
+from ...replay import Diagnostic, History, jsonfast
 from ...replay.formats import payload_messages
 
 # Rendering more than this many entries makes a heavy page; the window keeps the latest ones.
@@ -62,7 +61,7 @@ class ChatEntry:
 def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return jsonfast.loads(value)
         except ValueError:
             return value
     return value

@@ -1,0 +1,166 @@
+"""A request body must arrive within BODY_TIMEOUT_SECONDS, however slowly the client sends it.
+
+A gthread worker gives each request a thread, and that thread waits while the body arrives. A
+client that announces 1,000 bytes and sends 14 keeps the thread for as long as it likes. A
+socket timeout does not bound this: it limits each wait, and a client can send one byte just
+inside it, again and again. So one watchdog thread per process keeps the deadline of each
+body being read. When a deadline passes, the watchdog shuts the read side of that socket. The
+blocked read returns at once, and the reader raises a 408 (werkzeug's RequestTimeout) instead
+of passing on a body cut short. The write side stays open for that answer.
+
+This bounds how long a thread can be held. It does not stop many slow clients from holding
+many threads for that long. A reverse proxy that buffers request bodies does that (see the
+README's deployment section).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.exceptions import RequestTimeout
+
+_TIMED_OUT = "toolscope.body_timed_out"
+# The client socket, as gunicorn and werkzeug's development server put it in the environ.
+_SOCKET_KEYS = ("gunicorn.socket", "werkzeug.socket")
+
+
+class _Watchdog:
+    """Shuts the read side of sockets whose body deadline has passed."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._watched: dict[int, tuple[float, socket.socket, dict[str, Any]]] = {}
+        self._tokens = itertools.count()
+        self._pid: int | None = None
+
+    def watch(self, deadline: float, sock: socket.socket, environ: dict[str, Any]) -> int:
+        with self._cond:
+            if self._pid != os.getpid():  # first body in this process (gunicorn forks workers)
+                self._pid = os.getpid()
+                threading.Thread(target=self._run, name="body-deadline", daemon=True).start()
+            token = next(self._tokens)
+            self._watched[token] = (deadline, sock, environ)
+            self._cond.notify()
+            return token
+
+    def release(self, token: int) -> None:
+        with self._cond:
+            self._watched.pop(token, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for token, (deadline, sock, environ) in list(self._watched.items()):
+                    if deadline <= now:
+                        del self._watched[token]
+                        environ[_TIMED_OUT] = True
+                        _shut_read_side(sock)
+                soonest = min((d for d, _, _ in self._watched.values()), default=None)
+                self._cond.wait(None if soonest is None else soonest - now)
+
+
+def _shut_read_side(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # the client may have gone already
+        sock.shutdown(socket.SHUT_RD)
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _WatchedInput:
+    """`wsgi.input` that ends the watch once the whole body has been read."""
+
+    def __init__(
+        self,
+        stream: Any,
+        environ: dict[str, Any],
+        length: int | None,
+        done: Callable[[], None],
+        seconds: float,
+    ):
+        self._stream = stream
+        self._environ = environ
+        self._left = length
+        self._done = done
+        self._seconds = seconds
+
+    def _account(self, data: bytes) -> bytes:
+        if self._environ.get(_TIMED_OUT):
+            # What arrived is cut short: never let it pass for the whole body.
+            raise RequestTimeout(
+                f"the request body did not arrive within {self._seconds:g} seconds"
+            )
+        if self._left is not None:
+            self._left -= len(data)
+        if not data or self._left == 0:
+            self._done()
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._account(self._stream.read(size))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._account(self._stream.readline(size))
+
+    def __iter__(self) -> Iterable[bytes]:
+        return iter(self.readline, b"")
+
+    def discard(self) -> None:
+        """Read and drop the rest of the body (never past its announced length)."""
+        step = 64 * 1024
+        while self._left is None or self._left > 0:
+            if not self.read(step if self._left is None else min(step, self._left)):
+                return
+
+
+def _content_length(environ: dict[str, Any]) -> int | None:
+    try:
+        return max(int(environ.get("CONTENT_LENGTH") or ""), 0)
+    except ValueError:
+        return None
+
+
+def _sends_body(environ: dict[str, Any]) -> bool:
+    chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+    return chunked or bool(_content_length(environ))
+
+
+class BodyDeadline:
+    """WSGI middleware: a request body must arrive within `seconds` from the request's start."""
+
+    def __init__(self, app: Callable[..., Any], seconds: float):
+        self.app = app
+        self.seconds = seconds
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        sock = next((environ[k] for k in _SOCKET_KEYS if k in environ), None)
+        if sock is None or not _sends_body(environ):
+            return self.app(environ, start_response)
+        token = _WATCHDOG.watch(time.monotonic() + self.seconds, sock, environ)
+        release = lambda: _WATCHDOG.release(token)  # noqa: E731
+        environ["wsgi.input"] = _WatchedInput(
+            environ["wsgi.input"], environ, _content_length(environ), release, self.seconds
+        )
+        try:
+            return self.app(environ, start_response)
+        finally:
+            release()
+
+
+def discard_body(environ: dict[str, Any]) -> None:
+    """Read and drop what is left of the request body, so that a client that reads nothing
+    before it has sent everything gets the answer instead of a reset connection. Bounded by
+    the body deadline. (Without a socket, under a test client, there is nothing to drop.)"""
+    stream = environ.get("wsgi.input")
+    if not isinstance(stream, _WatchedInput):
+        return
+    with contextlib.suppress(OSError, RequestTimeout):  # gone, or cut off at the deadline
+        stream.discard()
