@@ -38,7 +38,12 @@ test: $(VENV)/.test-installed
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .
 
-bench: $(VENV)/.app-installed
+# The OTLP section drives the server with the OpenTelemetry SDK's exporter (an extra).
+$(VENV)/.bench-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[otlp-bench]"
+	touch $@ $(VENV)/.app-installed
+
+bench: $(VENV)/.bench-installed
 	$(BIN)/toolscope bench
 
 clean:

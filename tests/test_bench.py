@@ -104,6 +104,20 @@ def test_percentiles_are_nearest_rank_and_runs_merge():
     assert merged.client_cpu_share == pytest.approx(0.05)
 
 
+def test_the_otlp_section_exports_spans_with_the_sdk_exporter_and_loses_none():
+    result = CliRunner().invoke(
+        command, ["--only", "otlp", "--seconds", "1", "--concurrency", "1", "--json"]
+    )
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    (figure,) = target["figures"]
+    values = figure["values"]
+    assert values["errors"] == 0 and values["spans"] > 0
+    assert values["spans_per_second"] > 0
+    assert values["stored_spans"] >= values["spans"]
+
+
 def test_the_redaction_section_reports_every_detector_in_ms_per_mib(monkeypatch):
     monkeypatch.setenv("TOOLSCOPE_MAX_RESULT_BYTES", str(64 * 1024))
     result = CliRunner().invoke(command, ["--only", "redaction", "--seconds", "1", "--json"])

@@ -87,20 +87,28 @@ def keys_revoke(key_id: int) -> None:
 @with_appcontext
 def purge_command(days: int, project_slug: str | None) -> None:
     """Delete conversations (with their messages and calls) idle for more than DAYS days,
-    and placeholder messages that never got a conversation."""
+    placeholder messages that never got a conversation, and the raw OTLP spans and log
+    records of purged conversations or of none, received more than DAYS days ago."""
+    from .ingest.otlp.retention import purge_raw
+
     cutoff = utcnow() - timedelta(days=days)
-    conv = delete(Conversation).where(Conversation.updated_at < cutoff)
+    idle = select(Conversation.id).where(Conversation.updated_at < cutoff)
     orphans = delete(Message).where(
         Message.conversation_id.is_(None), Message.created_at < cutoff
     )
+    project_ids = None
     if project_slug:
         project_ids = select(Project.id).where(Project.slug == project_slug)
-        conv = conv.where(Conversation.project_id.in_(project_ids))
+        idle = idle.where(Conversation.project_id.in_(project_ids))
         orphans = orphans.where(Message.project_id.in_(project_ids))
-    removed = db.session.execute(conv).rowcount
+    spans, logs = purge_raw(idle, cutoff, project_ids)
+    removed = db.session.execute(delete(Conversation).where(Conversation.id.in_(idle))).rowcount
     removed_orphans = db.session.execute(orphans).rowcount
     db.session.commit()
-    click.echo(f"purged {removed} conversations and {removed_orphans} orphan messages")
+    click.echo(
+        f"purged {removed} conversations and {removed_orphans} orphan messages, "
+        f"{spans} OTLP spans and {logs} OTLP log records"
+    )
 
 
 # Flask-Migrate's `db` comes from the app itself (FlaskGroup looks there after these).

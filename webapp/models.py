@@ -243,3 +243,115 @@ class LoginThrottle(db.Model):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     window_start: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     attempts: Mapped[int] = mapped_column(Integer)
+
+
+# --- OTLP ingestion (docs/otlp.md): raw spans and log records, and what the projector owns ----
+
+
+class OtelSpan(db.Model):
+    """A span as received over OTLP, keyed by (project, trace, span). Content attributes are
+    not kept verbatim: they live parsed and redacted in `record` (the normalized record)."""
+
+    __tablename__ = "otel_span"
+    __table_args__ = (
+        UniqueConstraint("project_id", "trace_id", "span_id"),
+        # Purge of unattached spans and the statistics read by age.
+        Index(None, "project_id", "received_at"),
+    )
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
+    parent_span_id: Mapped[str] = mapped_column(String(16), default="")
+    name: Mapped[str] = mapped_column(Text, default="")
+    kind: Mapped[int] = mapped_column(Integer, default=0)
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    end_ns: Mapped[int] = mapped_column(BigInteger)
+    status_code: Mapped[int] = mapped_column(Integer, default=0)
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    scope_name: Mapped[str] = mapped_column(Text, default="")
+    scope_version: Mapped[str] = mapped_column(Text, default="")
+    service_name: Mapped[str] = mapped_column(Text, default="")
+    # tool, agent, llm or other (§6.1 of the specification).
+    span_class: Mapped[str] = mapped_column(String(8))
+    resource: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    events: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    links: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    record: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # SHA-256 of what was received: a re-sent span with other content is told apart.
+    digest: Mapped[str] = mapped_column(String(64))
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OtelLog(db.Model):
+    """A GenAI log record as received over OTLP, keyed by (project, trace, span, fingerprint)."""
+
+    __tablename__ = "otel_log"
+    __table_args__ = (
+        UniqueConstraint("project_id", "trace_id", "span_id", "fingerprint"),
+        Index(None, "project_id", "received_at"),
+    )
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    # "" for a record attached to no span.
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    event_name: Mapped[str] = mapped_column(Text)
+    time_ns: Mapped[int] = mapped_column(BigInteger)
+    observed_ns: Mapped[int] = mapped_column(BigInteger)
+    service_name: Mapped[str] = mapped_column(Text, default="")
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    record: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OtelLink(db.Model):
+    """What ties traces together for the projection: a tool-call id, a call signature or a
+    conversation id that records of the trace mention (hashed, so any value fits). The traces
+    that share a link are projected together."""
+
+    __tablename__ = "otel_link"
+    __table_args__ = (Index(None, "project_id", "trace_id"),)
+
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("project.id", ondelete="CASCADE"), primary_key=True
+    )
+    link: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+
+
+class OtelTurn(db.Model):
+    """A turn the OTLP projector wrote: it owns the turn's messages (and their calls and usage)
+    and recognises an unchanged turn by its digest."""
+
+    __tablename__ = "otel_turn"
+    __table_args__ = (UniqueConstraint("project_id", "turn_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    turn_key: Mapped[str] = mapped_column(String(120))
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversation.id", ondelete="CASCADE"), index=True
+    )
+    user_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    assistant_message_id: Mapped[int] = mapped_column(BigInteger)
+    digest: Mapped[str] = mapped_column(String(64))
+    # Content not captured by the agent's instrumentation (the page shows a hint).
+    content_captured: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class OtelTurnTrace(db.Model):
+    """The traces of a turn (usually one; bare per-call instrumentations make several)."""
+
+    __tablename__ = "otel_turn_trace"
+    __table_args__ = (Index(None, "project_id", "trace_id"),)
+
+    turn_id: Mapped[int] = mapped_column(
+        ForeignKey("otel_turn.id", ondelete="CASCADE"), primary_key=True
+    )
+    trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))

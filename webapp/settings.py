@@ -112,6 +112,27 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "OTLP_MAX_BODY_BYTES",
+        32 * 1024 * 1024,
+        "Largest OTLP export body accepted, compressed or decompressed (413 above); OTLP SDKs "
+        "send batches of 512 spans, which with content exceed MAX_BODY_BYTES.",
+        int,
+    ),
+    Setting(
+        "OTLP_STITCH_WINDOW_SECONDS",
+        86_400,
+        "How far apart two LLM calls of one service may start and still be joined into one turn "
+        "by their tool-call ids (bare per-call instrumentations send one trace per call).",
+        int,
+    ),
+    Setting(
+        "OTLP_CONVERSATION_KEYS",
+        (),
+        "Comma-separated span attribute keys read as the conversation id before the standard "
+        "ones (`gen_ai.conversation.id`, `session.id`, ...), e.g. `app.thread_id`.",
+        lambda raw: tuple(k.strip() for k in raw.split(",") if k.strip()),
+    ),
+    Setting(
         "FRESHNESS_SECONDS",
         300,
         "Default replay freshness window for new projects; channels may override it.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, and_, cast, func, literal, or_
+from sqlalchemy import Float, Text, and_, cast, func, literal, or_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
@@ -87,3 +87,20 @@ def day_of(column: Any) -> ColumnElement[str]:
     if dialect_name() == "sqlite":
         return func.date(column)  # stored as naive UTC text
     return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
+
+
+# Marks a call whose arguments and result the agent's OpenTelemetry instrumentation did not
+# record (webapp.ingest.otlp): it has no response, and none is missing.
+CONTENT_NOT_CAPTURED = "otlp:content_not_captured"
+
+
+def awaiting_response(call: Any) -> ColumnElement[bool]:
+    """A call (ToolInvocation or its table) without a response yet: calls whose content was not
+    captured excepted."""
+    return and_(
+        call.response.is_(None),
+        or_(
+            call.redactions.is_(None),
+            ~cast(call.redactions, Text).like(f"%{CONTENT_NOT_CAPTURED}%"),
+        ),
+    )

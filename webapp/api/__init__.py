@@ -2,7 +2,8 @@
 export and settings, all on one blueprint.
 
 Each module declares its routes on ``bp`` when it is imported (``conversations``, ``channels``,
-``message_tools``, ``replay``); ``webapp.api.endpoint`` reads every view's input and checks its
+``message_tools``, ``replay``, ``otel``); the OTLP receivers (``otlp``) have a blueprint of
+their own, outside /api/v1; ``webapp.api.endpoint`` reads every view's input and checks its
 key. ``register(app)`` is called by the app factory. The OpenAPI document is served at
 /api/openapi.json and the offline Swagger UI at /api/swagger (flask-openapi3).
 """
@@ -22,13 +23,24 @@ bp = APIBlueprint(
     abp_responses=error_responses(*ANY_REQUEST_ERRORS),
 )
 
-from . import channels, conversations, message_tools, meta, replay  # noqa: E402,F401  (routes on bp)
+from . import (  # noqa: E402,F401  (routes on bp)
+    channels,
+    conversations,
+    message_tools,
+    meta,
+    otel,
+    otlp,
+    replay,
+)
 
 
 def register(app: OpenAPI) -> None:
     # The API authenticates with Bearer keys, never cookies: CSRF tokens do not apply.
     app.extensions["csrf"].exempt(bp)
     app.register_api(bp)
+    # OTLP/HTTP receivers: /v1/traces, /v1/logs, /v1/metrics and their /api/otlp aliases.
+    app.extensions["csrf"].exempt(otlp.bp)
+    app.register_api(otlp.bp)
     # Swagger UI would fetch a validity badge from validator.swagger.io: keep the docs offline.
     app.config.setdefault("SWAGGER_CONFIG", {"validatorUrl": None})
     app.after_request(_no_sniffing)

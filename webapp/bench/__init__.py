@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import raw_insert, redaction, replay  # noqa: F401  (each registers its section)
+from . import otlp, raw_insert, redaction, replay  # noqa: F401  (each registers its section)
 from .load import LoadGenerator
 from .sections import SECTIONS, BenchContext, Figure
 from .server import (

@@ -20,6 +20,7 @@ from ..db import db
 from ..sql import MESSAGE, dialect_insert
 from .calls import CallDraft
 from .errors import Conflict, Invalid, RaceLost
+from .otlp import OWNED_MESSAGE_PREFIX
 from .usage import UsageDraft
 from .values import count_tokens
 
@@ -188,9 +189,20 @@ def upsert_messages(
     return stored
 
 
+def check_not_otlp_owned(external_id: str, field_path: str) -> None:
+    """Messages the OTLP projector wrote are its own: a native write to one is a 409."""
+    if external_id.startswith(OWNED_MESSAGE_PREFIX):
+        raise Conflict(
+            f"{field_path}: message {external_id!r} is owned by OTLP ingestion; it changes "
+            "only as its spans arrive",
+            [{"field": field_path, "message_id": external_id, "owner": "otlp"}],
+        )
+
+
 def check_distinct_ids(drafts: Sequence[MessageDraft]) -> None:
     seen: dict[str, str] = {}
     for draft in drafts:
+        check_not_otlp_owned(draft.external_id, f"{draft.field}.id")
         if draft.external_id in seen:
             raise Invalid(
                 f"{draft.field}.id",

@@ -27,6 +27,7 @@ from .conversations import touch_conversations
 from .messages import (
     MessageDraft,
     check_distinct_ids,
+    check_not_otlp_owned,
     count_content,
     message_for_tools,
     message_model,
@@ -138,6 +139,7 @@ def prepare_message_tools(
 ) -> PreparedToolBatch:
     """The CPU work of a MessageTool batch, before the write lock (one read: the message's
     model, which picks the tokenizer)."""
+    check_not_otlp_owned(message_external_id, "messageId")
     calls = prepare_calls(
         drafts,
         ctx.rules,

@@ -20,7 +20,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall, ToolInvocation
-from ..sql import after_key
+from ..sql import after_key, awaiting_response
 from . import stats
 from .cursors import CursorError, encode
 from .cursors import decode as decode_cursor
@@ -155,7 +155,7 @@ def filter_conditions(project_id: int, filters: ListFilters) -> list[ColumnEleme
     if filters.has_errors:
         conditions.append(_calls_in(c, ToolInvocation.is_error.is_(True)))
     if filters.missing_responses:
-        conditions.append(_calls_in(c, ToolInvocation.response.is_(None)))
+        conditions.append(_calls_in(c, awaiting_response(ToolInvocation)))
     if filters.failed_runs:
         conditions.append(
             exists(

@@ -9,7 +9,7 @@ from sqlalchemy import case, func, select
 
 from ..db import db
 from ..models import Conversation, Message, ServiceCall, ToolInvocation
-from ..sql import as_int
+from ..sql import as_int, awaiting_response
 from .records import ConversationStats
 
 FAILED_STATUSES = ("failed", "cancelled")
@@ -36,7 +36,7 @@ def conversation_stats(conversation_ids: Sequence[int]) -> dict[int, Conversatio
             Message.conversation_id,
             func.count(ToolInvocation.id).label("calls"),
             func.sum(case((ToolInvocation.is_error, 1), else_=0)).label("errors"),
-            func.sum(case((ToolInvocation.response.is_(None), 1), else_=0)).label("missing"),
+            func.sum(case((awaiting_response(ToolInvocation), 1), else_=0)).label("missing"),
         )
         .join(Message, Message.id == ToolInvocation.message_id)
         .where(Message.conversation_id.in_(conversation_ids))

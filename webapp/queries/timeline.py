@@ -18,7 +18,7 @@ from sqlalchemy import and_, case, exists, func, literal, or_, select
 
 from ..db import db
 from ..models import Conversation, Message, ServiceCall, ToolInvocation
-from ..sql import after_key, as_int
+from ..sql import after_key, as_int, awaiting_response
 from .records import (
     CallRecord,
     MessageCallSummary,
@@ -164,7 +164,7 @@ def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
             .label("position"),
             func.count().over(**partition).label("total"),
             func.sum(case((T.is_error, 1), else_=0)).over(**partition).label("errors"),
-            func.sum(case((T.response.is_(None), 1), else_=0)).over(**partition).label("missing"),
+            func.sum(case((awaiting_response(T), 1), else_=0)).over(**partition).label("missing"),
             func.max(T.round_index).over(**partition).label("last_round"),
         )
         .where(T.message_id.in_(message_ids))

@@ -11,7 +11,7 @@ from sqlalchemy import case, func, or_, select
 
 from ..db import db
 from ..models import Conversation, Message, ToolInvocation
-from ..sql import after_key, as_int, duration_ms
+from ..sql import after_key, as_int, awaiting_response, duration_ms
 
 T = ToolInvocation
 PERCENTILES = (50, 95)
@@ -41,7 +41,7 @@ def _aggregates(project_id: int, function_name: str | None) -> list[Any]:
             T.function_name,
             func.count().label("calls"),
             func.sum(case((T.is_error, 1), else_=0)).label("errors"),
-            func.sum(case((T.response.is_(None), 1), else_=0)).label("missing"),
+            func.sum(case((awaiting_response(T), 1), else_=0)).label("missing"),
             func.avg(T.response_bytes).label("avg_bytes"),
             func.avg(T.response_tokens).label("avg_tokens"),
             func.max(T.created_at).label("last_seen"),

@@ -5,6 +5,9 @@ the dashboard's quick forecast of them, computed per card without replaying the 
 
 * ``error``: the tool reported an error;
 * ``no-response``: no response stored yet (replay leaves the call out);
+* ``not-captured``: the agent's OpenTelemetry instrumentation did not record the call's
+  arguments and result (content capture off): there is nothing to show or replay, and nothing
+  is missing;
 * ``stale``: the response is older than the freshness window *now* (channel → project window;
   age measured from the response time, or the call time when the response has none — the same
   rule as ``webapp.replay.build``);
@@ -25,6 +28,7 @@ from ...queries.records import CallRecord
 
 # The replay library decides what a sources list is and what counts as a citation.
 from ...replay.compaction import cited_numbers, parse_sources
+from ...sql import CONTENT_NOT_CAPTURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,17 @@ def call_badges(
         freshness_seconds, cited = None, None
     if call.is_error:
         badges.append(Badge("error", "error", "The tool reported an error."))
-    if not call.has_response:
+    not_captured = CONTENT_NOT_CAPTURED in (call.redactions or ())
+    if not_captured and not call.has_response:
+        badges.append(
+            Badge(
+                "not-captured",
+                "content not captured",
+                "The agent's OpenTelemetry instrumentation did not record arguments and results "
+                "(content capture is off); replay leaves the call out.",
+            )
+        )
+    elif not call.has_response:
         badges.append(
             Badge("no-response", "no response", "No response stored: replay leaves this out.")
         )
@@ -88,8 +102,9 @@ def call_badges(
                 "and the model calls the tool again.",
             )
         )
-    if call.redactions:
-        names = ", ".join(call.redactions)
+    redactions = [r for r in call.redactions or () if r != CONTENT_NOT_CAPTURED]
+    if redactions:
+        names = ", ".join(redactions)
         badges.append(Badge("redacted", "redacted", f"Changed before storage by: {names}"))
     if token_cap is not None and (call.response_tokens or 0) > token_cap:
         badges.append(

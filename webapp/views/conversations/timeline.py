@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from flask import current_app, render_template, request, url_for
 
 from ...db import utcnow
+from ...queries import otel as otel_queries
 from ...queries import stats as stats_queries
 from ...queries import timeline as queries
 from ...queries.conversations import find_conversation, tool_definition_names
@@ -29,6 +30,7 @@ from ..context import current_project, current_project_id
 from ..highlight import render_text
 from . import bp
 from . import timeline_model as model
+from .otel_hint import ContentHint, content_hint
 
 # A conversation idle for longer than this is polled less often.
 ACTIVE_WINDOW = timedelta(minutes=10)
@@ -151,13 +153,37 @@ def conversation_get(conversation_id: int, fmt: str):
     if not wants_json(fmt) or after is None:
         data["stats"] = stats_queries.conversation_stats([conversation.id])[conversation.id]
         data["tools_offered"] = tool_definition_names(conversation.id)
-    keys = ("conversation", "stats", "tools_offered") if after is None else ()
+        data["otel"] = _otel(project.id, conversation, page)
+    keys = ("conversation", "stats", "tools_offered", "otel") if after is None else ()
     return respond(
         data,
         page="conversations/conversation.html",
         fmt=fmt,
         json_keys=(*keys, "messages", "next_cursor", "next_url"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class OtelPanel:
+    """What the page says about OTLP: its turns, and the content-capture hint when some of
+    them came without content."""
+
+    turns: int
+    turns_without_content: int
+    hint: ContentHint | None
+
+
+def _otel(
+    project_id: int, conversation: ConversationRecord, page: TimelinePage
+) -> OtelPanel | None:
+    """Only for pages that show OTLP rows: one query, two with the hint."""
+    if not any(mv.source == "otlp" for mv in page.messages):
+        return None
+    found = otel_queries.conversation_otel(conversation.id)
+    hint = None
+    if found.turns_without_content:
+        hint = content_hint(otel_queries.llm_scope_names(project_id, conversation.id))
+    return OtelPanel(found.turns, found.turns_without_content, hint)
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/messages/<bigint:message_id>/calls")

@@ -19,6 +19,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
+from ...ingest.otlp import OWNED_MESSAGE_PREFIX
 from ...queries.records import CallRecord, MessageCallSummary, MessageRecord, ServiceCallRecord
 from ..highlight import RenderedContent, render_text, short_arguments
 from . import badges, gantt
@@ -73,11 +74,23 @@ class RunView:
 @dataclass(frozen=True, slots=True)
 class MessageView:
     message: MessageRecord
+    source: str  # where the row came from: "otlp", "import" or "api"
     turn: int | None  # 1-based turn number on user messages
     summary: MessageCallSummary | None
     run: RunView | None
     usage: dict[str, int] | None
     content: RenderedContent = field(metadata={"json": False})
+
+
+SOURCE_LABELS = {"otlp": "OTLP", "import": "import", "api": "API"}
+
+
+def message_source(message: MessageRecord) -> str:
+    """Where a message came from: OTLP ingestion (its `otel-` ids), the import API, or the
+    native and MessageTool APIs."""
+    if message.external_id.startswith(OWNED_MESSAGE_PREFIX):
+        return "otlp"
+    return "import" if message.imported else "api"
 
 
 def call_duration_ms(call: CallRecord) -> float | None:
@@ -211,6 +224,7 @@ def message_views(
         views.append(
             MessageView(
                 message=message,
+                source=message_source(message),
                 turn=turn if message.role == "user" else None,
                 summary=summary,
                 run=run,

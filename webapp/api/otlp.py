@@ -1,0 +1,292 @@
+"""The OTLP/HTTP receiver: `POST /v1/traces`, `/v1/logs` and `/v1/metrics`, also under
+`/api/otlp/v1/...` for deployments that proxy only `/api` (docs/otlp.md).
+
+What a request goes through, in order, each failure answered in OTLP's own way (a
+`google.rpc.Status` in the request's encoding, never a 500, never a partial write):
+1. the Bearer key (401), before the body is read;
+2. the content type (415) and encoding (415);
+3. the body, read to its end even when chunked, and decompressed, each capped at
+   TOOLSCOPE_OTLP_MAX_BODY_BYTES (413);
+4. decoding (400), normalization and redaction, outside the write lock;
+5. the write transaction (raw rows and the projection, `ingest.otlp.store`), through the API's
+   write path: a lost race runs again, a busy SQLite answers 503 with `Retry-After`.
+Success is 200 with an empty `Export*ServiceResponse`, or with `partialSuccess` when items were
+rejected or something deserves a warning (a span re-sent with other content, a cut result).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from functools import partial
+from typing import Any
+
+from flask import Response, current_app, g, request
+from flask_openapi3 import APIBlueprint
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from ..auth import authenticate_api_key
+from ..db import db, utcnow
+from ..errors import ApiError
+from ..ingest import load_rules
+from ..ingest.otlp.batch import Batch, decode, prepare_logs, prepare_spans
+from ..ingest.otlp.projection import Options
+from ..ingest.otlp.records import DecodeError
+from ..ingest.otlp.store import StoreContext, StoreResult, prepare_export, write_export
+from .endpoint import _run_write
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+SIGNALS = ("traces", "logs", "metrics")
+
+# gRPC status codes for the `code` of google.rpc.Status, by HTTP status.
+_GRPC_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+
+_RESPONSES = {
+    "traces": trace_service_pb2.ExportTraceServiceResponse,
+    "logs": logs_service_pb2.ExportLogsServiceResponse,
+    "metrics": metrics_service_pb2.ExportMetricsServiceResponse,
+}
+
+
+class OtlpError(Exception):
+    """An answer other than 200, in the request's encoding."""
+
+    def __init__(self, status: int, message: str, code: str):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+def _encoding() -> str:
+    mimetype = request.mimetype
+    if mimetype == PROTOBUF:
+        return "protobuf"
+    if mimetype == JSON:
+        return "json"
+    raise OtlpError(
+        415,
+        f"unsupported content type {mimetype or 'none'!r}; send {PROTOBUF} or {JSON}",
+        "unsupported_media_type",
+    )
+
+
+def _too_large(limit: int) -> OtlpError:
+    return OtlpError(413, f"the export is larger than the limit of {limit} bytes", "too_large")
+
+
+def _read_body(limit: int) -> bytes:
+    """The whole body, chunked or not, refused past `limit` bytes."""
+    # werkzeug refuses a larger Content-Length at once, but silently cuts a chunked body at
+    # its limit: allow one byte more, so reaching past `limit` is seen.
+    request.max_content_length = limit + 1
+    try:
+        data = request.stream.read(limit + 1)
+    except RequestEntityTooLarge:
+        raise _too_large(limit) from None
+    if len(data) > limit:
+        raise _too_large(limit)
+    return data
+
+
+def _decompress(data: bytes, limit: int) -> bytes:
+    encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding == "identity":
+        return data
+    if encoding not in ("gzip", "deflate"):
+        raise OtlpError(
+            415,
+            f"unsupported content encoding {encoding!r}; send gzip or none",
+            "unsupported_media_type",
+        )
+    # gzip, or deflate in its zlib wrapper (32 + MAX_WBITS detects either header).
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else 32 + zlib.MAX_WBITS
+    out = bytearray()
+    while data:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out += inflater.decompress(data, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise OtlpError(
+                400, f"the {encoding} body cannot be decompressed: {exc}", "malformed"
+            ) from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise _too_large(limit)
+        if not inflater.eof:
+            raise OtlpError(400, f"the {encoding} body is truncated", "malformed")
+        data = inflater.unused_data  # gzip allows several members one after another
+    return bytes(out)
+
+
+def _check_metrics(encoding: str, body: bytes) -> None:
+    """Metrics are dropped, but only when they are an export request (400 otherwise)."""
+    try:
+        if encoding == "protobuf":
+            metrics_service_pb2.ExportMetricsServiceRequest().ParseFromString(body)
+            return
+        if isinstance(json.loads(body), dict):
+            return
+    except (ProtobufDecodeError, RuntimeError, ValueError):
+        pass
+    raise OtlpError(400, "the body is not an OTLP metrics export request", "malformed")
+
+
+def _answer(signal: str, encoding: str, rejected: int, message: str) -> Response:
+    response = _RESPONSES[signal]()
+    if rejected or message:
+        partial_success = response.partial_success
+        if signal == "traces":
+            partial_success.rejected_spans = rejected
+        elif signal == "logs":
+            partial_success.rejected_log_records = rejected
+        partial_success.error_message = message
+    if encoding == "protobuf":
+        return Response(response.SerializeToString(), 200, content_type=PROTOBUF)
+    body: dict[str, Any] = {}
+    if rejected or message:
+        field = {"traces": "rejectedSpans", "logs": "rejectedLogRecords"}.get(signal)
+        body["partialSuccess"] = {"errorMessage": message}
+        if field:
+            body["partialSuccess"][field] = str(rejected)
+    return Response(json.dumps(body), 200, content_type=JSON)
+
+
+def _error(exc: OtlpError, encoding: str) -> Response:
+    grpc_code = _GRPC_CODES.get(exc.status, 2)
+    if encoding == "protobuf":
+        body = Status(code=grpc_code, message=exc.message).SerializeToString()
+        response = Response(body, exc.status, content_type=PROTOBUF)
+    else:
+        payload = {"code": grpc_code, "message": exc.message, "error": exc.code}
+        response = Response(json.dumps(payload), exc.status, content_type=JSON)
+    if exc.status == 503:
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+def _summary(batch: Batch, result: StoreResult | None) -> str:
+    messages = list(batch.errors)
+    messages += result.warnings if result is not None else batch.warnings
+    if len(messages) > 5:
+        messages = [*messages[:5], f"... and {len(messages) - 5} more"]
+    return "; ".join(messages)
+
+
+def export(signal: str) -> Response:
+    # Errors answer in the request's encoding; anything but protobuf is answered in JSON.
+    encoding = "protobuf" if request.mimetype == PROTOBUF else "json"
+    try:
+        try:
+            authenticate_api_key()
+        except ApiError as exc:
+            raise OtlpError(exc.status, exc.message, exc.code) from None
+        encoding = _encoding()
+        limit = current_app.config["OTLP_MAX_BODY_BYTES"]
+        body = _decompress(_read_body(limit), limit)
+        if signal == "metrics":
+            _check_metrics(encoding, body)
+            db.session.commit()
+            return _answer(signal, encoding, 0, "")  # accepted and dropped (not stored)
+        try:
+            decoded = decode(signal, encoding, body)
+        except DecodeError as exc:
+            raise OtlpError(400, str(exc), "malformed") from None
+        batch = _prepare(signal, decoded)
+        ctx = _store_context()
+        # Reads and CPU work (the projection, token counts, prices) happen before the write
+        # lock; the write checks that what was read still holds.
+        prepared = prepare_export(ctx, batch)
+        db.session.commit()  # ends the read before the write lock is taken
+        try:
+            result = _run_write(partial(write_export, ctx, prepared))
+        except ApiError as exc:
+            raise OtlpError(exc.status, exc.message, exc.code) from None
+        return _answer(signal, encoding, batch.rejected, _summary(batch, result))
+    except OtlpError as exc:
+        db.session.rollback()
+        return _error(exc, encoding)
+
+
+def _prepare(signal: str, decoded: Any) -> Batch:
+    """Normalize and redact, before the write lock (one query: the project's rules)."""
+    config = current_app.config
+    rules = load_rules(g.project.id)
+    limit = config["MAX_RESULT_BYTES"]
+    if signal == "traces":
+        return prepare_spans(decoded, rules, limit, tuple(config["OTLP_CONVERSATION_KEYS"]))
+    return prepare_logs(decoded, rules, limit)
+
+
+def _store_context() -> StoreContext:
+    config = current_app.config
+    return StoreContext(
+        project_id=g.project.id,
+        now=utcnow(),
+        max_result_bytes=config["MAX_RESULT_BYTES"],
+        options=Options(
+            stitch_window_seconds=config["OTLP_STITCH_WINDOW_SECONDS"],
+            conversation_keys=tuple(config["OTLP_CONVERSATION_KEYS"]),
+        ),
+        price_overrides=g.project.price_overrides,
+    )
+
+
+# --- Routes -----------------------------------------------------------------------------------
+
+_BODY_DOC = {
+    "required": True,
+    "description": "An OTLP Export*ServiceRequest (https://opentelemetry.io/docs/specs/otlp/), "
+    "binary protobuf or OTLP/JSON, optionally gzip-compressed. Not modelled here.",
+    "content": {
+        PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+        JSON: {"schema": {"type": "object"}},
+    },
+}
+
+
+def _answer_doc(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+            JSON: {"schema": {"type": "object"}},
+        },
+    }
+
+
+_RESPONSES_DOC = {
+    200: _answer_doc("Export*ServiceResponse, with partialSuccess when items were rejected"),
+    400: _answer_doc("google.rpc.Status: the body is not an OTLP export request"),
+    401: _answer_doc("google.rpc.Status: missing, unknown or revoked key"),
+    413: _answer_doc("google.rpc.Status: over TOOLSCOPE_OTLP_MAX_BODY_BYTES"),
+    415: _answer_doc("google.rpc.Status: another content type or content encoding"),
+    503: _answer_doc("google.rpc.Status: the database is busy; retry after Retry-After"),
+}
+
+
+def _route(bp: APIBlueprint, path: str, signal: str, alias: bool) -> None:
+    def view() -> Response:
+        return export(signal)
+
+    view.__name__ = f"otlp_{signal}{'_alias' if alias else ''}"
+    view.__doc__ = f"OTLP/HTTP {signal} export" + (
+        " (accepted and dropped: metrics are not stored)" if signal == "metrics" else ""
+    )
+    view.__delay_validate_request__ = True  # type: ignore[attr-defined]
+    bp.post(
+        path,
+        summary=view.__doc__,
+        openapi_extensions={"requestBody": _BODY_DOC},
+        responses=_RESPONSES_DOC,
+    )(view)
+
+
+# Outside /api/v1: OTLP exporters append /v1/traces to the endpoint they are given.
+bp = APIBlueprint("otlp", __name__, abp_security=[{"bearer": []}])
+for _signal in SIGNALS:
+    _route(bp, f"/v1/{_signal}", _signal, alias=False)
+    _route(bp, f"/api/otlp/v1/{_signal}", _signal, alias=True)

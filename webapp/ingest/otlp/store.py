@@ -1,0 +1,793 @@
+"""Storing an OTLP export: raw rows, then the projection of the component they touch (§5, §7.5).
+
+Everything here runs inside the request's write transaction (the caller opens it with
+`begin_write()` and commits), so a failure leaves nothing behind:
+
+1. new raw rows are inserted (one INSERT per table), duplicates recognised by key and digest;
+2. the component: the traces of the new rows, closed over the links they share with other
+   traces (tool-call ids, call signatures, conversation ids), one query per step;
+3. the component's records are loaded (two queries) and projected (pure);
+4. the plan is compared with the turns the projector wrote before (`otel_turn`, by digest):
+   unchanged turns are left alone; changed turns have their messages replaced; turns that are
+   gone are deleted, and so are provisional conversations left with nothing in them.
+
+The number of statements does not grow with the number of spans, turns or conversations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Text, bindparam, delete, func, select, text, update
+
+from ...db import db
+from ...models import (
+    OtelLink,
+    OtelLog,
+    OtelSpan,
+    OtelTurn,
+    OtelTurnTrace,
+)
+from ...redaction import NO_RULES
+from ...sql import (
+    CONVERSATION,
+    MESSAGE,
+    SERVICE_CALL,
+    TOOL,
+    TOOL_DEFINITION,
+    dialect_insert,
+    json_from_text,
+)
+from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
+from ..errors import Invalid, RaceLost
+from ..usage import UsageDraft
+from ..usage import _price as price_usage
+from ..values import clean_json, clean_text, compact_json, count_tokens
+from .batch import Batch
+from .links import record_links
+from .projection import ConversationPlan, Options, TurnPlan, project
+
+SPAN = OtelSpan.__table__
+LOG = OtelLog.__table__
+LINK = OtelLink.__table__
+TURN = OtelTurn.__table__
+TURN_TRACE = OtelTurnTrace.__table__
+
+TRUNCATED = "otlp:truncated"
+# A component larger than this many traces is cut (the rest is projected by later requests
+# that touch it): one runaway conversation id must not make every request read the world.
+MAX_COMPONENT_TRACES = 5_000
+
+
+@dataclass
+class StoreContext:
+    project_id: int
+    now: datetime
+    max_result_bytes: int
+    options: Options
+    price_overrides: dict[str, Any] | None = None
+
+
+@dataclass
+class StoreResult:
+    stored_spans: int = 0
+    stored_logs: int = 0
+    duplicates: int = 0
+    warnings: list[str] = field(default_factory=list)
+    turns_written: int = 0
+
+
+def to_datetime(ns: int | None) -> datetime | None:
+    """Unix nanoseconds → an aware UTC datetime, floored to the microsecond (§4)."""
+    if ns is None or ns <= 0:
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+
+
+# --- 1. Raw rows ------------------------------------------------------------------------------
+
+
+def _lock(project_id: int, traces: Iterable[str], links: Iterable[str] = ()) -> None:
+    """Serialize requests that touch the same traces or share a link (PostgreSQL; SQLite has
+    one writer). Links matter as much as traces: two requests with spans of two traces that one
+    tool-call id joins must not both project their half alone, each unaware of the other's
+    uncommitted rows. One statement, the locks taken in sorted order."""
+    if db.session.get_bind().dialect.name != "postgresql":
+        return
+    names = [f"t:{t}" for t in traces] + [f"l:{link}" for link in links]
+    keys = sorted(
+        {
+            int.from_bytes(
+                hashlib.sha256(f"{project_id}:{name}".encode()).digest()[:8], "big", signed=True
+            )
+            for name in names
+        }
+    )
+    if keys:
+        db.session.execute(
+            text(
+                "SELECT pg_advisory_xact_lock(k) FROM "
+                "(SELECT unnest(CAST(:keys AS bigint[])) AS k ORDER BY 1) AS ordered"
+            ),
+            {"keys": keys},
+        )
+
+
+def _json_text(value: Any) -> str:
+    """A JSON column's value as text, serialized once; NUL (which PostgreSQL refuses) becomes
+    U+FFFD as everywhere else in the write path."""
+    data = compact_json(value)
+    return compact_json(clean_json(value)) if "\\u0000" in data else data
+
+
+def _span_row(ctx: StoreContext, span: Any) -> dict[str, Any]:
+    return {
+        "project_id": ctx.project_id,
+        "trace_id": span.trace_id,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "name": clean_text(span.name),
+        "kind": span.kind,
+        "start_ns": span.start_ns,
+        "end_ns": span.end_ns,
+        "status_code": span.status_code,
+        "status_message": clean_text(span.status_message),
+        "scope_name": clean_text(span.scope_name),
+        "scope_version": clean_text(span.scope_version),
+        "service_name": clean_text(span.service_name),
+        "span_class": span.record["class"],
+        "resource_json": _json_text(span.resource),
+        "attributes_json": _json_text(span.attributes),
+        "events_json": _json_text(span.events),
+        "links_json": _json_text(span.links),
+        "record_json": _json_text(span.record),
+        "digest": span.digest,
+        "received_at": ctx.now,
+    }
+
+
+def _log_row(ctx: StoreContext, record: Any) -> dict[str, Any]:
+    return {
+        "project_id": ctx.project_id,
+        "trace_id": record.trace_id,
+        "span_id": record.span_id,
+        "fingerprint": record.fingerprint,
+        "event_name": clean_text(record.event_name),
+        "time_ns": record.time_ns,
+        "observed_ns": record.observed_ns,
+        "service_name": clean_text(record.service_name),
+        "attributes_json": _json_text(record.attributes),
+        "record_json": _json_text(record.record),
+        "received_at": ctx.now,
+    }
+
+
+@cache
+def _insert(table_name: str, dialect: str) -> Any:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING id, with JSON columns given as text."""
+    table = {"otel_span": SPAN, "otel_log": LOG}[table_name]
+    json_columns = [c.name for c in table.c if isinstance(c.type, type(SPAN.c.record.type))]
+    values = {name: json_from_text(bindparam(f"{name}_json", type_=Text)) for name in json_columns}
+    return (
+        dialect_insert(table, dialect).values(values).on_conflict_do_nothing().returning(table.c.id)
+    )
+
+
+def _insert_new(stmt: Any, rows: list[dict[str, Any]]) -> list[Any]:
+    """Run an INSERT ... ON CONFLICT DO NOTHING RETURNING for `rows`: every row must be new, or a
+    concurrent writer got there first and the request runs again (`RaceLost`)."""
+    returned = db.session.execute(stmt, rows).all()
+    if len(returned) != len(rows):
+        raise RaceLost()
+    return returned
+
+
+def _new_rows(ctx: StoreContext, batch: Batch, result: StoreResult) -> _NewRows:
+    """The batch's spans and log records that are not stored yet (one query each), with the
+    links they bring; a span stored before with other content is a warning."""
+    new = _NewRows()
+    if batch.spans:
+        stored = {
+            (r.trace_id, r.span_id): r.digest
+            for r in db.session.execute(
+                select(SPAN.c.trace_id, SPAN.c.span_id, SPAN.c.digest).where(
+                    SPAN.c.project_id == ctx.project_id,
+                    SPAN.c.trace_id.in_(sorted({s.trace_id for s in batch.spans})),
+                )
+            )
+        }
+        for span in batch.spans:
+            known = stored.get(span.key)
+            if known is None:
+                new.spans.append(_span_row(ctx, span))
+                new.records.append(span.record)
+                new.links |= {(link, span.trace_id) for link in record_links(span.record)}
+            elif known != span.digest:
+                result.duplicates += 1
+                result.warnings.append(
+                    f"span {span.span_id} of trace {span.trace_id} was stored before with "
+                    "different content; the first one is kept"
+                )
+    if batch.logs:
+        stored_logs = {
+            (r.trace_id, r.span_id, r.fingerprint)
+            for r in db.session.execute(
+                select(LOG.c.trace_id, LOG.c.span_id, LOG.c.fingerprint).where(
+                    LOG.c.project_id == ctx.project_id,
+                    LOG.c.trace_id.in_(sorted({r.trace_id for r in batch.logs})),
+                )
+            )
+        }
+        for record in batch.logs:
+            if record.key in stored_logs:
+                continue
+            new.logs.append(_log_row(ctx, record))
+            if record.trace_id:
+                new.log_records.append(record.record)
+                new.links |= {(link, record.trace_id) for link in record_links(record.record)}
+    return new
+
+
+def _insert_rows(ctx: StoreContext, new: _NewRows) -> None:
+    dialect = db.session.get_bind().dialect.name
+    for table_name, rows in (("otel_span", new.spans), ("otel_log", new.logs)):
+        if rows:
+            _insert_new(_insert(table_name, dialect), rows)
+    if new.links:
+        rows = [
+            {"project_id": ctx.project_id, "link": link, "trace_id": t}
+            for link, t in sorted(new.links)
+        ]
+        db.session.execute(dialect_insert(LINK, dialect).on_conflict_do_nothing(), rows)
+
+
+# --- 2. The component -------------------------------------------------------------------------
+
+
+def _component(project_id: int, traces: set[str], links: set[str]) -> set[str]:
+    """The traces linked to `traces` (whose links not stored yet are `links`), directly or
+    through others: one query per step."""
+    component = set(traces)
+    if links:
+        component |= set(
+            db.session.scalars(
+                select(LINK.c.trace_id)
+                .where(LINK.c.project_id == project_id, LINK.c.link.in_(sorted(links)))
+                .distinct()
+            )
+        )
+    frontier = set(component)
+    while frontier and len(component) < MAX_COMPONENT_TRACES:
+        own_links = select(LINK.c.link).where(
+            LINK.c.project_id == project_id, LINK.c.trace_id.in_(sorted(frontier))
+        )
+        found = set(
+            db.session.scalars(
+                select(LINK.c.trace_id)
+                .where(LINK.c.project_id == project_id, LINK.c.link.in_(own_links))
+                .distinct()
+            )
+        )
+        frontier = found - component
+        component |= frontier
+    return component
+
+
+def _fingerprint(project_id: int, traces: Sequence[str]) -> tuple[Any, ...]:
+    """What a concurrent writer would have changed in the component: its raw rows."""
+    out: list[Any] = []
+    for table in (SPAN, LOG):
+        out += db.session.execute(
+            select(func.count(), func.coalesce(func.max(table.c.id), 0)).where(
+                table.c.project_id == project_id, table.c.trace_id.in_(traces)
+            )
+        ).one()
+    return tuple(out)
+
+
+def _load_records(project_id: int, traces: Sequence[str]) -> tuple[list[dict], list[dict]]:
+    spans = list(
+        db.session.scalars(
+            select(SPAN.c.record).where(
+                SPAN.c.project_id == project_id, SPAN.c.trace_id.in_(traces)
+            )
+        )
+    )
+    logs = list(
+        db.session.scalars(
+            select(LOG.c.record).where(LOG.c.project_id == project_id, LOG.c.trace_id.in_(traces))
+        )
+    )
+    return spans, logs
+
+
+# --- 3. Planning before the write lock, writing inside it -------------------------------------
+
+
+@dataclass
+class _NewRows:
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    log_records: list[dict[str, Any]] = field(default_factory=list)
+    links: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def traces(self) -> set[str]:
+        return {r["trace_id"] for r in self.spans} | {
+            r["trace_id"] for r in self.logs if r["trace_id"]
+        }
+
+
+@dataclass
+class PreparedExport:
+    """An export with everything worked out from what was stored when it was read: the new
+    rows, the component and its projection, and the rows to write. Writing it checks that the
+    component did not change meanwhile (else it is worked out again, inside the lock)."""
+
+    batch: Batch
+    result: StoreResult
+    new: _NewRows
+    component: list[str] = field(default_factory=list)
+    fingerprint: tuple[Any, ...] = ()
+    writes: _TurnWrites | None = None
+
+
+def prepare_export(ctx: StoreContext, batch: Batch) -> PreparedExport:
+    """The reading and CPU work of an export, done before the write lock (read queries only)."""
+    result = StoreResult(warnings=list(batch.warnings))
+    new = _new_rows(ctx, batch, result)
+    prepared = PreparedExport(batch, result, new)
+    touched = new.traces
+    if not touched:
+        return prepared  # nothing new: the projection cannot have changed
+    component = _component(ctx.project_id, touched, {link for link, _ in new.links})
+    prepared.component = sorted(component)
+    prepared.fingerprint = _fingerprint(ctx.project_id, prepared.component)
+    spans, logs = _load_records(ctx.project_id, prepared.component)
+    plans = project([*spans, *new.records], [*logs, *new.log_records], ctx.options)
+    prepared.writes = _plan_writes(ctx, plans, _old_turns(ctx.project_id, prepared.component))
+    return prepared
+
+
+def write_export(ctx: StoreContext, prepared: PreparedExport) -> StoreResult:
+    """Store a prepared export in the write transaction; re-plan if the component changed."""
+    if not prepared.new.traces:
+        return prepared.result
+    _lock(ctx.project_id, prepared.component, {link for link, _ in prepared.new.links})
+    component = _component(
+        ctx.project_id, prepared.new.traces, {link for link, _ in prepared.new.links}
+    )
+    if (
+        sorted(component) != prepared.component
+        or _fingerprint(ctx.project_id, prepared.component) != prepared.fingerprint
+    ):
+        # A concurrent export changed what this one read: work it out again, in the lock.
+        prepared = prepare_export(ctx, prepared.batch)
+        if not prepared.new.traces:
+            return prepared.result
+        _lock(ctx.project_id, prepared.component)
+    _insert_rows(ctx, prepared.new)
+    result = prepared.result
+    result.stored_spans, result.stored_logs = len(prepared.new.spans), len(prepared.new.logs)
+    assert prepared.writes is not None
+    result.turns_written = _apply_writes(ctx, prepared.writes)
+    return result
+
+
+def _old_turns(project_id: int, traces: Sequence[str]) -> dict[str, dict[str, Any]]:
+    turn_ids = select(TURN_TRACE.c.turn_id).where(
+        TURN_TRACE.c.project_id == project_id, TURN_TRACE.c.trace_id.in_(traces)
+    )
+    rows = db.session.execute(
+        select(TURN).where(TURN.c.project_id == project_id, TURN.c.id.in_(turn_ids))
+    ).mappings()
+    return {r["turn_key"]: dict(r) for r in rows}
+
+
+@dataclass
+class _TurnWrite:
+    """A turn to (re)write, with its rows prepared: messages, calls and priced usage."""
+
+    turn: TurnPlan
+    conversation: str
+    digest: str
+    messages: list[dict[str, Any]]
+    calls: list[Any]
+    usage: list[dict[str, Any]]
+
+
+@dataclass
+class _TurnWrites:
+    plans: list[ConversationPlan]
+    writes: list[_TurnWrite]
+    gone: list[dict[str, Any]]  # old otel_turn rows to delete (gone or changed)
+
+
+def _plan_writes(
+    ctx: StoreContext, plans: list[ConversationPlan], old: dict[str, dict[str, Any]]
+) -> _TurnWrites:
+    """Which turns changed (by digest) and their rows, tokens counted and costs priced: the CPU
+    work of writing, done before the lock."""
+    writes, keep = [], set()
+    for plan in plans:
+        for turn in plan.turns:
+            digest = turn.digest()
+            before = old.get(turn.key)
+            if before is not None and before["digest"] == digest:
+                keep.add(turn.key)
+                continue
+            writes.append(
+                _TurnWrite(
+                    turn,
+                    plan.external_id,
+                    digest,
+                    _message_rows(ctx, turn),
+                    _prepared_calls(ctx, turn),
+                    _usage_rows(ctx, turn),
+                )
+            )
+    gone = [row for key, row in old.items() if key not in keep]
+    return _TurnWrites(plans, writes, gone)
+
+
+def _apply_writes(ctx: StoreContext, planned: _TurnWrites) -> int:
+    conversation_ids = _ensure_conversations(ctx, planned.plans)
+    reused = _release_turns(planned.gone, planned.writes)
+    _insert_turns(ctx, planned.writes, conversation_ids, reused)
+    changed = {conversation_ids[w.conversation] for w in planned.writes}
+    changed |= {row["conversation_id"] for row in planned.gone}
+    _update_conversations(ctx, planned.plans, conversation_ids, changed)
+    emptied = {row["conversation_id"] for row in planned.gone} - set(conversation_ids.values())
+    _drop_empty_provisional(emptied)
+    return len(planned.writes)
+
+
+def _ensure_conversations(ctx: StoreContext, plans: list[ConversationPlan]) -> dict[str, int]:
+    if not plans:
+        return {}
+    external_ids = sorted(p.external_id for p in plans)
+    found = {
+        r.external_id: r.id
+        for r in db.session.execute(
+            select(CONVERSATION.c.id, CONVERSATION.c.external_id).where(
+                CONVERSATION.c.project_id == ctx.project_id,
+                CONVERSATION.c.external_id.in_(external_ids),
+            )
+        )
+    }
+    rows = [
+        {
+            "project_id": ctx.project_id,
+            "external_id": p.external_id,
+            "title": "",
+            "metadata": p.metadata,
+            "system_prompt": clean_text(p.system_prompt),
+            "created_at": to_datetime(p.created_ns) or ctx.now,
+            "updated_at": ctx.now,
+        }
+        for p in sorted(plans, key=lambda p: p.external_id)
+        if p.external_id not in found
+    ]
+    if rows:
+        stmt = (
+            dialect_insert(CONVERSATION)
+            .on_conflict_do_nothing()
+            .returning(CONVERSATION.c.id, CONVERSATION.c.external_id)
+        )
+        found.update({r.external_id: r.id for r in _insert_new(stmt, rows)})
+    return found
+
+
+def _release_turns(gone: list[dict[str, Any]], writes: list[_TurnWrite]) -> dict[str, int]:
+    """Remove the turns being replaced or gone. Their messages that the new plan writes again
+    (same external id) are kept, with their row ids, so that an open page refreshes them in
+    place; their calls and usage go (they are written anew). The rest of their messages are
+    deleted (calls and usage go with them, by cascade). Returns the kept ids by external id."""
+    if not gone:
+        return {}
+    old_ids = [r["assistant_message_id"] for r in gone] + [
+        r["user_message_id"] for r in gone if r["user_message_id"] is not None
+    ]
+    by_external = {
+        r.external_id: r.id
+        for r in db.session.execute(
+            select(MESSAGE.c.id, MESSAGE.c.external_id).where(MESSAGE.c.id.in_(sorted(old_ids)))
+        )
+    }
+    wanted = {row["external_id"] for w in writes for row in w.messages}
+    reused = {e: i for e, i in by_external.items() if e in wanted}
+    dropped = sorted(i for e, i in by_external.items() if e not in wanted)
+    if dropped:
+        db.session.execute(delete(MESSAGE).where(MESSAGE.c.id.in_(dropped)))
+    if reused:
+        kept = sorted(reused.values())
+        db.session.execute(delete(TOOL).where(TOOL.c.message_id.in_(kept)))
+        db.session.execute(delete(SERVICE_CALL).where(SERVICE_CALL.c.message_id.in_(kept)))
+    db.session.execute(delete(TURN).where(TURN.c.id.in_(sorted(r["id"] for r in gone))))
+    return reused
+
+
+def _cut(text_value: str, limit: int) -> str:
+    """`text_value` cut to at most `limit` UTF-8 bytes, at a character boundary."""
+    return text_value.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+
+
+def _message_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
+    start = to_datetime(turn.start_ns) or ctx.now
+    rows = []
+    if turn.user_content is not None:
+        content = clean_text(turn.user_content)
+        rows.append(
+            {
+                "project_id": ctx.project_id,
+                "external_id": turn.user_id,
+                "role": "user",
+                "content": content,
+                "created_at": start,
+                "status": None,
+                "model": None,
+                "content_tokens": count_tokens(content, turn.model).tokens if content else None,
+            }
+        )
+    content = clean_text(turn.assistant_content)
+    rows.append(
+        {
+            "project_id": ctx.project_id,
+            "external_id": turn.assistant_id,
+            "role": "assistant",
+            "content": content,
+            "created_at": start + timedelta(microseconds=1),
+            "status": turn.status,
+            "model": clean_text(turn.model[:200] if turn.model else None),
+            "content_tokens": count_tokens(content, turn.model).tokens if content else None,
+        }
+    )
+    return rows
+
+
+def _usage_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
+    """Service-call rows of the turn's rounds, priced as the native API prices them. A cached
+    count above the input count (an older convention) leaves the cost unknown."""
+    rows = []
+    for plan in turn.rounds:
+        if plan.usage is None:
+            continue
+        u = plan.usage
+        row = {
+            "round_index": plan.index,
+            "model": clean_text(u.model[:200] if u.model else None) or turn.model,
+            "provider": clean_text(u.provider[:64] if u.provider else None),
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cached_tokens": u.cached_tokens,
+            "created_at": to_datetime(u.created_ns) or ctx.now,
+        }
+        draft = UsageDraft(field=f"round {plan.index}", round_index=plan.index)
+        try:
+            price_usage(row, draft, ctx.price_overrides)
+        except Invalid:
+            row.update(cost_usd=None, price_source=None, price_version=None)
+        rows.append(row)
+    return rows
+
+
+_UPDATE_MESSAGE = (
+    update(MESSAGE)
+    .where(MESSAGE.c.id == bindparam("b_id"))
+    .values(
+        {
+            name: bindparam(f"b_{name}")
+            for name in (
+                "conversation_id",
+                "role",
+                "content",
+                "created_at",
+                "status",
+                "model",
+                "content_tokens",
+            )
+        }
+    )
+)
+
+
+def _insert_turns(
+    ctx: StoreContext,
+    writes: list[_TurnWrite],
+    conversation_ids: dict[str, int],
+    reused: dict[str, int],
+) -> None:
+    """Write the turns' messages (in place when they existed), calls, usage and turn rows."""
+    if not writes:
+        return
+    writes.sort(key=lambda w: w.turn.key)
+    message_rows = [
+        {**row, "conversation_id": conversation_ids[w.conversation]}
+        for w in writes
+        for row in w.messages
+    ]
+    ids = dict(reused)
+    updates = [
+        {f"b_{k}": v for k, v in row.items() if k not in ("project_id", "external_id")}
+        | {"b_id": reused[row["external_id"]]}
+        for row in message_rows
+        if row["external_id"] in reused
+    ]
+    if updates:
+        db.session.execute(
+            _UPDATE_MESSAGE, updates, execution_options={"synchronize_session": False}
+        )
+    inserts = [row for row in message_rows if row["external_id"] not in reused]
+    if inserts:
+        stmt = (
+            dialect_insert(MESSAGE)
+            .on_conflict_do_nothing()
+            .returning(MESSAGE.c.id, MESSAGE.c.external_id)
+        )
+        ids.update({r.external_id: r.id for r in _insert_new(stmt, inserts)})
+    store_calls(
+        ctx.project_id,
+        [
+            CallBatch(ids[w.turn.assistant_id], w.turn.assistant_id, w.calls)
+            for w in writes
+            if w.calls
+        ],
+    )
+    usage = [{**row, "message_id": ids[w.turn.assistant_id]} for w in writes for row in w.usage]
+    if usage:
+        db.session.execute(SERVICE_CALL.insert(), usage)
+    turn_rows = [
+        {
+            "project_id": ctx.project_id,
+            "turn_key": w.turn.key,
+            "conversation_id": conversation_ids[w.conversation],
+            "user_message_id": ids.get(w.turn.user_id) if w.turn.user_content is not None else None,
+            "assistant_message_id": ids[w.turn.assistant_id],
+            "digest": w.digest,
+            "content_captured": w.turn.content_captured,
+        }
+        for w in writes
+    ]
+    stmt = dialect_insert(TURN).on_conflict_do_nothing().returning(TURN.c.id, TURN.c.turn_key)
+    turn_ids = {r.turn_key: r.id for r in _insert_new(stmt, turn_rows)}
+    db.session.execute(
+        TURN_TRACE.insert(),
+        [
+            {"turn_id": turn_ids[w.turn.key], "trace_id": trace_id, "project_id": ctx.project_id}
+            for w in writes
+            for trace_id in w.turn.traces
+        ],
+    )
+
+
+def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
+    """The turn's calls through the write path's preparation (token counts, sizes): redaction
+    already happened before storage, so no rules are applied again; results over the limit are
+    cut instead of refused (an exporter cannot fix its batch)."""
+    drafts, names = [], {}
+    for plan in turn.rounds:
+        for call in plan.calls:
+            response = call.response
+            redactions = list(call.redactions)
+            if (
+                response is not None
+                and len(response.encode("utf-8", "surrogatepass")) > ctx.max_result_bytes
+            ):
+                response = _cut(response, ctx.max_result_bytes)
+                redactions.append(TRUNCATED)
+            draft = CallDraft(
+                field=f"{turn.assistant_id}.{plan.index}.{call.sequence_index}",
+                round_index=plan.index,
+                sequence_index=call.sequence_index,
+                external_id=clean_text(call.external_id[:255]) or "",
+                function_name=clean_text(call.function_name[:255]) or "",
+                arguments=call.arguments,
+                response=response,
+                is_error=call.is_error,
+                created_at=to_datetime(call.created_ns),
+                started_at=to_datetime(call.started_ns),
+                ended_at=to_datetime(call.ended_ns),
+                response_created_at=to_datetime(call.response_ns),
+            )
+            drafts.append(draft)
+            names[(plan.index, call.sequence_index)] = redactions
+    prepared = prepare_calls(
+        drafts, NO_RULES, model=turn.model, now=ctx.now, max_result_bytes=ctx.max_result_bytes
+    )
+    for call in prepared:
+        call.row["redactions"] = names[call.key] or None
+    return prepared
+
+
+def _update_conversations(
+    ctx: StoreContext,
+    plans: list[ConversationPlan],
+    conversation_ids: dict[str, int],
+    changed: set[int],
+) -> None:
+    """Conversations whose turns changed: their projected fields (OTLP-made conversations
+    only: a conversation made through the API keeps its own), tools, and last activity."""
+    touched = [p for p in plans if conversation_ids[p.external_id] in changed]
+    if not touched:
+        return
+    ids = sorted(conversation_ids[p.external_id] for p in touched)
+    stored = {
+        r.id: r
+        for r in db.session.execute(
+            select(CONVERSATION.c.id, CONVERSATION.c.metadata, CONVERSATION.c.system_prompt).where(
+                CONVERSATION.c.id.in_(ids)
+            )
+        )
+    }
+    params = []
+    for plan in touched:
+        row = stored[conversation_ids[plan.external_id]]
+        owned = (row.metadata or {}).get("source") == "otlp"
+        params.append(
+            {
+                "b_id": row.id,
+                "b_metadata": {**(row.metadata or {}), **plan.metadata} if owned else row.metadata,
+                "b_system_prompt": clean_text(plan.system_prompt)
+                if owned or row.system_prompt is None
+                else row.system_prompt,
+                "b_created_at": to_datetime(plan.created_ns) if owned else None,
+            }
+        )
+    db.session.execute(
+        update(CONVERSATION)
+        .where(CONVERSATION.c.id == bindparam("b_id"))
+        .values(
+            metadata=bindparam("b_metadata"),
+            system_prompt=bindparam("b_system_prompt"),
+            created_at=func.coalesce(bindparam("b_created_at"), CONVERSATION.c.created_at),
+            updated_at=ctx.now,
+        ),
+        params,
+        execution_options={"synchronize_session": False},
+    )
+    with_tools = [p for p in touched if p.tools]
+    if with_tools:
+        tool_ids = sorted(conversation_ids[p.external_id] for p in with_tools)
+        db.session.execute(
+            delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id.in_(tool_ids))
+        )
+        db.session.execute(
+            TOOL_DEFINITION.insert(),
+            [
+                {
+                    "conversation_id": conversation_ids[p.external_id],
+                    "name": clean_text(tool["name"]),
+                    "description": clean_text(tool.get("description")),
+                    "parameters": clean_json(tool.get("parameters")),
+                }
+                for p in with_tools
+                for tool in {t["name"]: t for t in p.tools}.values()
+            ],
+        )
+
+
+def _drop_empty_provisional(candidates: set[int]) -> None:
+    """Conversations the projector made that no turn and no other message holds any more."""
+    if not candidates:
+        return
+    ids = sorted(candidates)
+    still_used = set(
+        db.session.scalars(
+            select(MESSAGE.c.conversation_id).where(MESSAGE.c.conversation_id.in_(ids)).distinct()
+        )
+    )
+    empty = [
+        r.id
+        for r in db.session.execute(
+            select(CONVERSATION.c.id, CONVERSATION.c.metadata).where(CONVERSATION.c.id.in_(ids))
+        )
+        if r.id not in still_used and (r.metadata or {}).get("source") == "otlp"
+    ]
+    if empty:
+        db.session.execute(delete(CONVERSATION).where(CONVERSATION.c.id.in_(empty)))

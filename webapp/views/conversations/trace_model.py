@@ -1,0 +1,94 @@
+"""The trace view's model: a conversation's spans as rows of a tree (indented by depth), with
+durations, offsets and bounded attribute text. Pure: the view passes rows in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+KIND_NAMES = {
+    0: "unspecified",
+    1: "internal",
+    2: "server",
+    3: "client",
+    4: "producer",
+    5: "consumer",
+}
+STATUS_NAMES = {0: "unset", 1: "ok", 2: "error"}
+# Attribute text per span on the page; the JSON twin has the values in full.
+MAX_ATTRIBUTE_CHARS = 4_000
+MAX_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRow:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: str
+    span_class: str
+    depth: int
+    offset_ms: float
+    duration_ms: float
+    status: str
+    status_message: str
+    service_name: str
+    scope_name: str
+    attributes: dict[str, Any]
+    attributes_text: str
+    attributes_cut: bool
+
+
+def _attributes_text(attributes: dict[str, Any]) -> tuple[str, bool]:
+    text = json.dumps(attributes, indent=1, ensure_ascii=False, sort_keys=True, default=str)
+    if len(text) <= MAX_ATTRIBUTE_CHARS:
+        return text, False
+    return text[:MAX_ATTRIBUTE_CHARS], True
+
+
+def span_rows(spans: list[dict[str, Any]]) -> list[SpanRow]:
+    """Rows in tree order: each span after its parent (when the parent is shown), children by
+    start; spans whose parent is not stored are roots."""
+    by_id = {(s["trace_id"], s["span_id"]): s for s in spans}
+    children: dict[tuple[str, str] | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        parent = (span["trace_id"], span["parent_span_id"]) if span["parent_span_id"] else None
+        children.setdefault(parent if parent in by_id else None, []).append(span)
+    first_start = min((s["start_ns"] for s in spans), default=0)
+    rows: list[SpanRow] = []
+    seen: set[tuple[str, str]] = set()
+
+    def visit(span: dict[str, Any], depth: int) -> None:
+        key = (span["trace_id"], span["span_id"])
+        if key in seen:
+            return
+        seen.add(key)
+        text, cut = _attributes_text(span["attributes"] or {})
+        rows.append(
+            SpanRow(
+                trace_id=span["trace_id"],
+                span_id=span["span_id"],
+                parent_span_id=span["parent_span_id"],
+                name=span["name"],
+                kind=KIND_NAMES.get(span["kind"], str(span["kind"])),
+                span_class=span["span_class"],
+                depth=min(depth, MAX_DEPTH),
+                offset_ms=round((span["start_ns"] - first_start) / 1e6, 3),
+                duration_ms=round(max(0, span["end_ns"] - span["start_ns"]) // 1000 / 1000, 3),
+                status=STATUS_NAMES.get(span["status_code"], str(span["status_code"])),
+                status_message=span["status_message"],
+                service_name=span["service_name"],
+                scope_name=span["scope_name"],
+                attributes=span["attributes"] or {},
+                attributes_text=text,
+                attributes_cut=cut,
+            )
+        )
+        for child in children.get(key, ()):
+            visit(child, depth + 1)
+
+    for root in children.get(None, ()):
+        visit(root, 0)
+    return rows
