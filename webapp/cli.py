@@ -81,6 +81,21 @@ def keys_revoke(key_id: int) -> None:
     click.echo(f"revoked key {key_id} ({key.prefix}…)")
 
 
+@click.group("tokens")
+def tokens_group() -> None:
+    """The token counts of stored tool calls."""
+
+
+@tokens_group.command("count")
+@with_appcontext
+def tokens_count() -> None:
+    """Count the tokens of every stored call not counted yet (what the servers' token pass
+    does in the background). Safe to run at any time, also while servers run."""
+    from .ingest.token_pass import count_pending
+
+    click.echo(f"{count_pending()} tool calls counted")
+
+
 @click.command("purge")
 @click.option("--older-than", "days", type=click.IntRange(min=0), required=True, help="Days.")
 @click.option("--project", "project_slug", default=None)
@@ -112,5 +127,12 @@ def purge_command(days: int, project_slug: str | None) -> None:
 
 
 # Flask-Migrate's `db` comes from the app itself (FlaskGroup looks there after these).
-for _command in (serve_command, keys_group, purge_command, demo_command, bench_command):
+for _command in (
+    serve_command,
+    keys_group,
+    tokens_group,
+    purge_command,
+    demo_command,
+    bench_command,
+):
     main.add_command(_command)

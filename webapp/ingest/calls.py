@@ -20,7 +20,7 @@ from ..db import db
 from ..redaction import CompiledRules
 from ..sql import TOOL, dialect_insert, json_from_text
 from .errors import Conflict, Invalid, RaceLost
-from .values import clean_json, clean_text, compact_json, count_tokens
+from .values import clean_json, clean_text, compact_json
 
 
 @dataclass(slots=True)
@@ -43,54 +43,31 @@ class CallDraft:
 
 @dataclass(slots=True)
 class PreparedCall:
-    """A redacted call with its computed columns and token counts, ready to compare and insert.
+    """A redacted call with its computed columns, ready to compare and insert.
 
-    Tokens are counted when the call is prepared, before the request takes the database's write
-    lock: tokenizing is a third of a write's CPU, and on SQLite only one writer holds the lock at
-    a time. A retry of an already stored call pays for counting it again; that is the price of
-    letting two workers tokenize in parallel.
+    Its token counts are left empty (NULL): tokenizing was a third of a write's CPU, so it is
+    done after the answer, by the token pass (`webapp.ingest.tokens`), which counts every row
+    whose text has no count yet. Readers that need a count before the pass got there count on
+    the fly (`webapp.queries.histories`).
     """
 
     field: str
     row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
     arguments_json: str | None
-    model: str | None = None  # the model the tokens were counted for
 
     @property
     def key(self) -> tuple[int, int]:
         return self.row["round_index"], self.row["sequence_index"]
-
-    def count_tokens(self, model: str | None) -> None:
-        """Fill in the row's token counts for `model` (the tokenizer depends on it)."""
-        self.model = model
-        row = self.row
-        row["arguments_tokens"] = row["response_tokens"] = row["token_method"] = None
-        if self.arguments_json is not None:
-            count = count_tokens(self.arguments_json, model)
-            row["arguments_tokens"], row["token_method"] = count.tokens, count.method
-        if row["response"] is not None:
-            count = count_tokens(row["response"], model)
-            row["response_tokens"] = count.tokens
-            row["token_method"] = row["token_method"] or count.method
-
-
-def recount_for_model(calls: Sequence[PreparedCall], model: str | None) -> None:
-    """Count again the calls that were counted for another model (a rare race: the message's
-    model was set between the request's read and its write)."""
-    for call in calls:
-        if call.model != model:
-            call.count_tokens(model)
 
 
 def prepare_calls(
     drafts: Sequence[CallDraft],
     rules: CompiledRules,
     *,
-    model: str | None,
     now: datetime,
     max_result_bytes: int,
 ) -> list[PreparedCall]:
-    """Redact, measure and count the tokens of one message's calls; skipped calls are left out.
+    """Redact and measure one message's calls; skipped calls are left out.
 
     Pure (no database): callers run it before taking the write lock.
 
@@ -100,7 +77,7 @@ def prepare_calls(
     """
     prepared: dict[tuple[int, int], PreparedCall] = {}
     for draft in drafts:
-        call = _prepare_call(draft, rules, model, now, max_result_bytes)
+        call = _prepare_call(draft, rules, now, max_result_bytes)
         if call is None:
             continue
         earlier = prepared.get(call.key)
@@ -133,7 +110,6 @@ def _check_result_size(draft: CallDraft, response: str | None, limit: int) -> in
 def _prepare_call(
     draft: CallDraft,
     rules: CompiledRules,
-    model: str | None,
     now: datetime,
     max_result_bytes: int,
 ) -> PreparedCall | None:
@@ -185,9 +161,7 @@ def _prepare_call(
         "token_method": None,
         "response_bytes": response_bytes,
     }
-    call = PreparedCall(draft.field, row, arguments_json)
-    call.count_tokens(model)
-    return call
+    return PreparedCall(draft.field, row, arguments_json)
 
 
 def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

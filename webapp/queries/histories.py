@@ -41,7 +41,7 @@ from ..replay.history import ServiceCall as HistoryServiceCall
 from ..replay.history import ToolCall as HistoryToolCall
 from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import dumps
-from ..tokens import stored_counter
+from ..tokens import count_tokens, stored_counter
 from .records import ConversationRecord
 from .timeline import MESSAGE_COLUMNS
 
@@ -156,8 +156,12 @@ def _tool_calls(
     lists_only = tokens == "row"
     if lists_only:
         # Only texts that may be sources lists leave the database (see the module docstring).
+        # A result the token pass has not counted yet comes whole: it is counted here.
         response: list[Any] = [
-            _list_like(ToolRow.response).label("response"),
+            case(
+                (ToolRow.response_tokens.is_(None), ToolRow.response),
+                else_=_list_like(ToolRow.response),
+            ).label("response"),
             ToolRow.response.is_not(None).label("has_response"),
             ToolRow.response_bytes,
         ]
@@ -180,6 +184,7 @@ def _tool_calls(
             ToolRow.redactions,
             ToolRow.arguments_tokens,
             ToolRow.response_tokens,
+            Message.model.label("message_model"),
         )
         .join(Message, Message.id == ToolRow.message_id)
         .where(Message.conversation_id.in_(ids))
@@ -188,8 +193,16 @@ def _tool_calls(
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
     for row in rows:
         text = row.response
-        if lists_only and text is None and row.has_response:
-            text = ""
+        result_tokens = row.response_tokens
+        if lists_only:
+            if result_tokens is None and text is not None:
+                # Not counted yet by the token pass: counted here as the pass will count it;
+                # the text is kept only where it may be a sources list, as for the others.
+                result_tokens = count_tokens(text, row.message_model)
+                if not text.lstrip(" \t\r\n").startswith("["):
+                    text = None
+            if text is None and row.has_response:
+                text = ""
         calls[row.message_id].append(
             HistoryToolCall(
                 row_id=row.id,
@@ -209,23 +222,35 @@ def _tool_calls(
         # replay, and the replay's load time is measured (toolscope bench).
         if tokens == "text":
             stored = loaded[row.conversation_id].stored_tokens
-            if text is not None and row.response_tokens is not None:
-                stored[text] = row.response_tokens
-            if row.arguments is not None and row.arguments_tokens is not None:
-                # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
+            if text is not None:
+                # Not counted yet by the token pass: counted here as the pass will count it
+                # (the message's model), so the replay is the same before and after the pass.
+                tokens_of_text = row.response_tokens
+                if tokens_of_text is None:
+                    tokens_of_text = count_tokens(text, row.message_model)
+                stored[text] = tokens_of_text
+            if row.arguments is not None:
+                # The pass counts the compact JSON the replay sends. PostgreSQL's JSONB may
                 # hand the keys back in another order: same tokens, so the count still holds.
-                stored[dumps(row.arguments)] = row.arguments_tokens
+                arguments_text = dumps(row.arguments)
+                tokens_of_text = row.arguments_tokens
+                if tokens_of_text is None:
+                    tokens_of_text = count_tokens(arguments_text, row.message_model)
+                stored[arguments_text] = tokens_of_text
         elif tokens == "row":
-            _note_row_tokens(loaded[row.conversation_id], row)
+            _note_row_tokens(loaded[row.conversation_id], row, result_tokens)
     return calls
 
 
-def _note_row_tokens(out: LoadedHistory, row: Any) -> None:
-    result = row.response_tokens
+def _note_row_tokens(out: LoadedHistory, row: Any, result: int | None) -> None:
+    arguments_tokens = row.arguments_tokens
+    if arguments_tokens is None and row.arguments is not None:
+        # Not counted yet by the token pass: counted here as the pass will count it.
+        arguments_tokens = count_tokens(dumps(row.arguments), row.message_model)
     if result is None and row.has_response and row.response_bytes is not None:
         # Ingested without a count: a quarter of its size stands in (the text stays put).
         result = math.ceil(row.response_bytes / 4)
-    out.argument_tokens[row.id] = row.arguments_tokens
+    out.argument_tokens[row.id] = arguments_tokens
     out.result_tokens[row.id] = result
 
 
@@ -307,4 +332,3 @@ def _definitions(ids: Iterable[int]) -> dict[int, list[HistoryToolDefinition]]:
     for definitions in grouped.values():
         definitions.sort(key=attrgetter("name"))
     return grouped
-
