@@ -13,6 +13,7 @@ To add one (e.g. a replay figure), write it here or import its module from `weba
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,9 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             values["server_cores_busy"] = round(busy, 2)
             values["worker_cpu_split"] = [round(c / sum(server_cpu), 2) for c in server_cpu]
             values["calls_per_server_cpu_second"] = round(result.calls / sum(server_cpu), 1)
+            values["server_us_per_call"] = round(sum(server_cpu) / max(result.calls, 1) * 1e6, 1)
+        # The machine may be shared: its load during the run qualifies every figure above.
+        values["load_average_1m"] = round(os.getloadavg()[0], 2)
         text = (
             f"{result.calls_per_second:>9,.0f} calls/s {result.requests_per_second:>7,.1f} req/s"
             f"   p50 {values['p50_ms']:.1f} ms  p95 {values['p95_ms']:.1f} ms"
@@ -131,7 +135,9 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             text += (
                 f"   server: {values['server_cores_busy']:.2f} cores busy (workers {split}),"
                 f" {values['calls_per_server_cpu_second']:,.0f} calls per CPU-second"
+                f" ({values['server_us_per_call']:.0f} µs per call)"
             )
+        text += f"   load average {values['load_average_1m']:.2f}"
         if "stored_calls" in values and values["stored_calls"] != result.calls:
             text += f"   STORED {values['stored_calls']:,} != SENT {result.calls:,}"
         figures.append(Figure("ingest", ctx.target, ENDPOINT_LABELS[endpoint], values, text))

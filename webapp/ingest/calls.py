@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import Text, bindparam, select, update
 
 from ..db import db
 from ..redaction import CompiledRules
-from ..sql import TOOL, dialect_insert, json_from_text
+from ..sql import TOOL, json_from_text
 from .errors import Conflict, Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
@@ -300,16 +299,54 @@ _UPDATE_RESPONSES = (
 )
 
 
-@cache
-def _insert_statement(dialect: str) -> Any:
-    return (
-        dialect_insert(TOOL, dialect)
-        .values(
-            arguments=json_from_text(bindparam("arguments_json", type_=Text)),
-            redactions=json_from_text(bindparam("redactions_json", type_=Text)),
-        )
-        .on_conflict_do_nothing()
-        .returning(TOOL.c.id, TOOL.c.message_id, TOOL.c.round_index, TOOL.c.sequence_index)
+# The INSERT's columns, in the order of the values of each row.
+_INSERT_COLUMNS = ("project_id", "message_id", *_ROW_KEYS, "arguments", "redactions")
+# Rows per statement: 18 values each stays well under SQLite's 32,766 parameters.
+_INSERT_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class _InsertPlan:
+    """The tool-call INSERT as driver SQL, built once per dialect: a multi-row
+    `INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING RETURNING ...` sent with
+    `exec_driver_sql`, each value converted by its column type's own bind processor. The same
+    statement SQLAlchemy's insertmanyvalues would send, without compiling and processing the
+    parameters of every row through the ORM session (that was half a write's CPU)."""
+
+    head: str
+    row: str
+    tail: str
+    processors: tuple[Any, ...]  # per column: the type's bind processor, or None
+
+    def statement(self, rows: int) -> str:
+        return self.head + ", ".join([self.row] * rows) + self.tail
+
+
+_INSERT_PLANS: dict[str, _InsertPlan] = {}
+
+
+def _insert_plan(dialect: Any) -> _InsertPlan:
+    plan = _INSERT_PLANS.get(dialect.name)
+    if plan is None:
+        plan = _INSERT_PLANS[dialect.name] = _make_insert_plan(dialect)
+    return plan
+
+
+def _make_insert_plan(dialect: Any) -> _InsertPlan:
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    json_mark = f"CAST({mark} AS JSONB)" if dialect.name == "postgresql" else mark
+    marks = [json_mark if c in ("arguments", "redactions") else mark for c in _INSERT_COLUMNS]
+    processors = tuple(
+        None
+        if c in ("arguments", "redactions")  # JSON text, passed as it is
+        else TOOL.c[c].type.dialect_impl(dialect).bind_processor(dialect)
+        for c in _INSERT_COLUMNS
+    )
+    return _InsertPlan(
+        head=f"INSERT INTO {TOOL.name} ({', '.join(_INSERT_COLUMNS)}) VALUES ",
+        row=f"({', '.join(marks)})",
+        tail=" ON CONFLICT DO NOTHING RETURNING id, message_id, round_index, sequence_index",
+        processors=processors,
     )
 
 
@@ -359,20 +396,32 @@ def _insert_calls(
         return []
     # A stable order makes concurrent PostgreSQL writers take key locks in the same order.
     inserts.sort(key=lambda item: (item[0], *item[1].key))
-    params = []
+    conn = db.session.connection()
+    plan = _insert_plan(conn.dialect)
+    processors = plan.processors
+    values: list[Any] = []
     for message_id, call in inserts:
         row = call.row
-        param = {k: row[k] for k in _ROW_KEYS}
-        param["project_id"] = project_id
-        param["message_id"] = message_id
-        param["arguments_json"] = call.arguments_json
-        param["redactions_json"] = compact_json(row["redactions"]) if row["redactions"] else None
-        params.append(param)
-    stmt = _insert_statement(db.session.get_bind().dialect.name)
-    returned = db.session.execute(stmt, params).all()
-    if len(returned) != len(params):
+        redactions = row["redactions"]
+        raw = (
+            project_id,
+            message_id,
+            *[row[k] for k in _ROW_KEYS],
+            call.arguments_json,
+            compact_json(redactions) if redactions else None,
+        )
+        values.extend(
+            v if p is None or v is None else p(v) for p, v in zip(processors, raw, strict=True)
+        )
+    width = len(_INSERT_COLUMNS)
+    returned = []
+    for start in range(0, len(inserts), _INSERT_CHUNK):
+        chunk = values[start * width : (start + _INSERT_CHUNK) * width]
+        sql = plan.statement(len(chunk) // width)
+        returned += conn.exec_driver_sql(sql, tuple(chunk)).all()
+    if len(returned) != len(inserts):
         raise RaceLost()
-    ids = {(r.message_id, r.round_index, r.sequence_index): r.id for r in returned}
+    ids = {(m, r, q): i for i, m, r, q in returned}
     out = []
     for message_id, call in inserts:
         row = dict(call.row, message_id=message_id)
