@@ -17,8 +17,9 @@ Tokens are counted for the model the row's message has when the pass reads it, a
 counts a text it has no stored count for (`webapp.queries.histories` falls back to exactly this
 count, so an export is the same before and after the pass).
 
-Each gunicorn worker runs `TokenPass` in a thread (`webapp.gunicorn_conf`); a file lock lets one
-worker of a server do the work while the others wait to take over. It follows the newest rows
+Each gunicorn worker runs `TokenPass` in a thread (`webapp.gunicorn_conf`) at the lowest CPU
+priority; a file lock lets one worker of a server do the work while the others wait to take
+over. It follows the newest rows
 every TOKEN_PASS_SECONDS and goes over the whole table again every FULL_SCAN_SECONDS (rows
 whose response came later, ids committed out of order on PostgreSQL, a previous crash).
 """
@@ -188,6 +189,11 @@ class TokenPass:
         return True
 
     def _run(self, app: Any) -> None:
+        # The lowest CPU priority for this thread only (Linux schedules threads as tasks):
+        # requests come first, the pass takes the CPU they leave (tiktoken releases the GIL
+        # while it encodes). During a burst it falls behind and catches up afterwards.
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         after = 0
         next_full_scan = 0.0  # the first scan of a new process is a full one: crash recovery
         wait = 0.0
