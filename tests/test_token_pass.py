@@ -180,3 +180,41 @@ def test_count_batch_reports_where_it_stopped(app, client, project_key, batch):
         counted, last = count_batch(0, batch)
         assert counted == min(batch, 3) and last is not None
         assert count_batch(last, batch)[0] == min(batch, 3 - counted)
+
+
+def test_a_write_tokenizes_nothing(app, client, project_key, monkeypatch):
+    """The request path leaves every count to the pass: no tokenizer call while answering."""
+    import webapp.tokens
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("tokenized on the request path")
+
+    monkeypatch.setattr(webapp.tokens, "estimate", refuse)
+    monkeypatch.setattr("webapp.ingest.values.estimate", refuse)
+    post_many(client, project_key, 2)
+    assert pending(app) == 20
+
+
+def test_gunicorn_starts_the_pass_in_each_worker_and_stops_it(app, client, project_key):
+    from webapp import gunicorn_conf
+
+    class Worker:
+        wsgi = app
+
+    app.config["TOKEN_PASS_SECONDS"] = 0.02
+    worker = Worker()
+    gunicorn_conf.post_worker_init(worker)
+    try:
+        post_many(client, project_key, 1, calls=3)
+        deadline = time.monotonic() + 30
+        while pending(app) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pending(app) == 0
+    finally:
+        gunicorn_conf.worker_exit(None, worker)
+    assert not worker.token_pass._thread.is_alive()
+
+    off = Worker()
+    app.config["TOKEN_PASS_SECONDS"] = 0
+    gunicorn_conf.post_worker_init(off)
+    assert not hasattr(off, "token_pass")
