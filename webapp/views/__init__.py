@@ -20,7 +20,10 @@ from . import formatting
 
 def register(app: Flask) -> None:
     from . import assets, conversations, costs, login, replay, settings, tools
+    from .conversations.address import AnyIdConverter
 
+    # Before the blueprints: their rules are built with the app's converters.
+    app.url_map.converters["anyid"] = AnyIdConverter
     for area in (conversations, replay, tools, costs, settings, login, assets):
         app.register_blueprint(area.bp)
 
@@ -31,6 +34,7 @@ def register(app: Flask) -> None:
 def _template_helpers(app: Flask) -> None:
     from .assets import PLOTLY_VERSION
     from .context import current_project, switcher_projects
+    from .conversations.address import conversation_address
     from .highlight import render_value
 
     def static_url(filename: str) -> str:
@@ -49,6 +53,7 @@ def _template_helpers(app: Flask) -> None:
         static_url=static_url,
         plotly_url=plotly_url,
         render_json=render_json,
+        conversation_address=conversation_address,
         current_project=current_project,
         switcher_projects=switcher_projects,
         toolscope_version=__version__,
