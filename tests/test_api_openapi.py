@@ -54,6 +54,7 @@ ENDPOINTS = {
     ("/api/v1/redaction-rules/{rule_id}", "delete"): (None, "204", None),
     ("/api/v1/meta", "get"): (None, "200", meta.MetaOut),
     ("/api/v1/calls", "get"): (None, "200", calls.CallList),
+    ("/api/v1/conversations/{cid}", "delete"): (None, "204", None),
 }
 
 

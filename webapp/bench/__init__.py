@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import otlp, raw_insert, redaction, replay  # noqa: F401  (each registers its section)
+from . import otlp, raw_insert, redaction, replay, search  # noqa: F401  (each registers its section)
 from .load import LoadGenerator
 from .sections import SECTIONS, BenchContext, Figure
 from .server import (
@@ -116,6 +116,13 @@ class Target:
     show_default=True,
     help="Threads per gthread worker.",
 )
+@click.option(
+    "--search-calls",
+    type=click.IntRange(1_000, MAX_CALLS),
+    default=None,
+    help="calls-search: calls to search over (default 1,000,000 on SQLite, 200,000 on "
+    "PostgreSQL).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def command(
     seconds: float,
@@ -128,6 +135,7 @@ def command(
     workers: int,
     worker_class: str,
     threads: int,
+    search_calls: int | None,
     as_json: bool,
 ) -> None:
     """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
@@ -149,7 +157,9 @@ def command(
             for target_cm in _targets(url, key, database_url, sections, server_options):
                 with target_cm as target:
                     say(f"{target.name}: {target.server.description if target.server else ''}")
-                    report = _run_target(target, sections, load, seconds, calls, run_id, say)
+                    report = _run_target(
+                        target, sections, load, seconds, calls, run_id, say, search_calls
+                    )
                     reports.append(report)
     except (BenchSetupError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -211,6 +221,7 @@ def _run_target(
     calls: int | None,
     run_id: str,
     say: Any,
+    search_calls: int | None = None,
 ) -> TargetReport:
     server = target.server
     report = TargetReport(
@@ -228,6 +239,7 @@ def _run_target(
         run_id=run_id,
         say=say,
         server_database_url=target.server_database_url,
+        search_calls=search_calls,
     )
     for section in sections:
         if section.needs_server and server is None:
