@@ -143,6 +143,23 @@ def call_text_matches(table: Any, q: str) -> ColumnElement[bool]:
     ).bindparams(ts_query=" ".join(words))
 
 
+def search_match_count(q: str, cap: int) -> int | None:
+    """SQLite: how many calls of any project match ``q``, counted up to ``cap + 1`` (one
+    query, a few ms): whether a search is selective enough to drive the query from the index.
+    None on PostgreSQL, whose planner has statistics of its own."""
+    words = search_words(q)
+    if dialect_name() != "sqlite" or not words:
+        return None
+    query = " ".join(f'"{w}"' for w in words)
+    return db.session.execute(
+        text(
+            f"SELECT count(*) FROM (SELECT rowid FROM {CALL_FTS} "
+            f"WHERE {CALL_FTS} MATCH :fts_query LIMIT :cap)"
+        ),
+        {"fts_query": query, "cap": cap + 1},
+    ).scalar_one()
+
+
 def older_than(column: Any, now: Any, seconds: Any) -> ColumnElement[bool]:
     """``column`` lies more than ``seconds`` (an SQL expression) before ``now``."""
     if dialect_name() == "sqlite":

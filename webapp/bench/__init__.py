@@ -32,6 +32,7 @@ from .server import (
     prepare_database,
     require_loopback,
     scratch_postgres,
+    scratch_project,
     scratch_sqlite,
     worker_memory,
 )
@@ -88,7 +89,22 @@ class Target:
     default=None,
     help="Drive this running server (loopback only) instead of starting gunicorn.",
 )
-@click.option("--key", default=None, help="API key for --url.")
+@click.option(
+    "--key",
+    default=None,
+    help="Not needed any more: with --url the bench makes a key for its own scratch project.",
+)
+@click.option(
+    "--server-database-url",
+    default=None,
+    help="With --url: the database that server uses (default: this command's "
+    "TOOLSCOPE_DATABASE_URL); the bench's scratch project is made there.",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep what the run wrote: the scratch project (--url) or the scratch databases.",
+)
 @click.option(
     "--database-url",
     default=None,
@@ -130,6 +146,8 @@ def command(
     concurrency: int,
     url: str | None,
     key: str | None,
+    server_database_url: str | None,
+    keep: bool,
     database_url: str | None,
     only: tuple[str, ...],
     workers: int,
@@ -139,8 +157,8 @@ def command(
     as_json: bool,
 ) -> None:
     """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
-    if bool(url) != bool(key):
-        raise click.UsageError("--url and --key go together")
+    if key and not url:
+        raise click.UsageError("--key goes with --url")
     sections = [SECTIONS[name] for name in (only or SECTIONS)]
     run_id = f"bench-{secrets.token_hex(3)}"
     server_options = {"workers": workers, "worker_class": worker_class, "threads": threads}
@@ -154,7 +172,10 @@ def command(
             require_loopback(url)
         needs_load = any(s.needs_server for s in sections)
         with LoadGenerator(concurrency) if needs_load else contextlib.nullcontext() as load:
-            for target_cm in _targets(url, key, database_url, sections, server_options):
+            targets = _targets(
+                url, server_database_url, database_url, sections, server_options, keep, run_id, say
+            )
+            for target_cm in targets:
                 with target_cm as target:
                     say(f"{target.name}: {target.server.description if target.server else ''}")
                     report = _run_target(
@@ -170,31 +191,53 @@ def command(
 
 def _targets(
     url: str | None,
-    key: str | None,
+    server_database_url: str | None,
     database_url: str | None,
     sections: list[Any],
     server_options: dict[str, Any],
+    keep: bool,
+    run_id: str,
+    say: Any,
 ) -> Iterator[contextlib.AbstractContextManager[Target]]:
     if url:
-        assert key is not None
-        yield _url_target(url, key, database_url)
+        yield _url_target(url, server_database_url, database_url, keep, run_id, say)
         return
     needs_server = any(s.needs_server for s in sections)
-    yield _own_target("sqlite", scratch_sqlite(), needs_server, server_options)
+    yield _own_target("sqlite", scratch_sqlite(keep, say), needs_server, server_options)
     if database_url:
         yield _own_target(
-            "postgresql", scratch_postgres(database_url), needs_server, server_options
+            "postgresql", scratch_postgres(database_url, keep, say), needs_server, server_options
         )
 
 
 @contextlib.contextmanager
-def _url_target(url: str, key: str, database_url: str | None) -> Iterator[Target]:
-    server = Server(base_url=url.rstrip("/"), key=key, description=f"running server at {url}")
+def _url_target(
+    url: str,
+    server_database_url: str | None,
+    database_url: str | None,
+    keep: bool,
+    run_id: str,
+    say: Any,
+) -> Iterator[Target]:
+    """The running server, posting into a scratch project of the run's own in that server's
+    database, deleted afterwards (unless --keep): nothing lands in the user's projects."""
+    base_url = url.rstrip("/")
+    server_db = server_database_url or _configured_database_url()
     with contextlib.ExitStack() as stack:
+        key = stack.enter_context(scratch_project(server_db, base_url, run_id, keep=keep, say=say))
+        server = Server(base_url=base_url, key=key, description=f"running server at {url}")
         raw_url = stack.enter_context(scratch_postgres(database_url)) if database_url else None
         if raw_url:
             prepare_database(raw_url)
-        yield Target("url", raw_url, server, None)
+        yield Target("url", raw_url, server, server_db)
+
+
+def _configured_database_url() -> str:
+    """The database this command is configured with (TOOLSCOPE_DATABASE_URL, else the
+    default), which a server on this machine started the same way uses too."""
+    from .. import create_app
+
+    return create_app().config["DATABASE_URL"]
 
 
 @contextlib.contextmanager

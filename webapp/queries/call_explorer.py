@@ -30,6 +30,7 @@ from ..sql import (
     call_text_matches,
     duration_ms,
     older_than,
+    search_match_count,
 )
 from .conversations import FRESHNESS_WINDOW
 from .cursors import CursorError, encode
@@ -46,6 +47,8 @@ MAX_LIMIT = 200
 MAX_QUERY_CHARS = 200
 MAX_NAME_CHARS = 255
 PREVIEW_CHARS = 240
+# A search matching at most this many calls (of all projects) is read from the search index.
+SELECTIVE_MATCHES = 20_000
 # Redaction lists that are not "redacted": none, or only the OTLP not-captured marker.
 _NOT_REDACTED = ("null", "[]", f'["{CONTENT_NOT_CAPTURED}"]')
 
@@ -294,9 +297,16 @@ def _sort_key(sort: str) -> ColumnElement[Any]:
 
 
 def filter_conditions(
-    project_id: int, filters: CallFilters, statuses: dict[str, ColumnElement[bool]]
+    project_id: int,
+    filters: CallFilters,
+    statuses: dict[str, ColumnElement[bool]],
+    *,
+    search_drives: bool = False,
 ) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [T.project_id == project_id]
+    """``search_drives``: the search is selective: keep SQLite from walking the project's
+    index (``+ 0`` hides the column from it) so that it starts from the search's matches."""
+    project = T.project_id + 0 if search_drives else T.project_id
+    conditions: list[ColumnElement[bool]] = [project == project_id]
     if filters.q:
         conditions.append(call_text_matches(T.__table__, filters.q))
     if filters.tool:
@@ -329,8 +339,14 @@ def list_calls(
     after: tuple[Any, int] | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> CallPage:
-    """One page of the project's calls: one query, whatever the number of calls."""
+    """One page of the project's calls: one query (two with a search on SQLite), whatever the
+    number of calls."""
     statuses = status_conditions(now, token_cap)
+    # SQLite's planner cannot tell how many calls a search matches: a few thousand are best
+    # read from the search index and sorted; a word in most calls is best found walking the
+    # project's calls in time order. One cheap count decides (PostgreSQL decides by itself).
+    matches = search_match_count(filters.q, SELECTIVE_MATCHES) if filters.q else None
+    search_drives = matches is not None and matches <= SELECTIVE_MATCHES
     key = _sort_key(filters.sort)
     descending = filters.order == "desc"
     flags = [case((condition, 1), else_=0).label(f"s_{n}") for n, condition in _flags(statuses)]
@@ -360,7 +376,7 @@ def list_calls(
         .join(Project, Project.id == T.project_id)
         .outerjoin(Conversation, Conversation.id == Message.conversation_id)
         .outerjoin(Channel, Channel.id == Conversation.channel_id)
-        .where(*filter_conditions(project_id, filters, statuses))
+        .where(*filter_conditions(project_id, filters, statuses, search_drives=search_drives))
     )
     if after is not None:
         stmt = stmt.where(after_key((key, T.id), after, descending=descending))
