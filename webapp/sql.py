@@ -128,15 +128,24 @@ def search_words(q: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(q)][:MAX_SEARCH_WORDS]
 
 
-def call_text_matches(table: Any, q: str) -> ColumnElement[bool]:
+def call_text_matches(table: Any, q: str, *, per_row: bool = False) -> ColumnElement[bool]:
     """Calls whose arguments or result contain every word of ``q`` (whole words, any order,
-    case-insensitive). No word at all matches nothing."""
+    case-insensitive). No word at all matches nothing.
+
+    SQLite: the matching ids as a set (read once, then looked up), or with ``per_row`` a check
+    of each row as the query walks them (for a word in most calls, where reading every
+    match first would cost more than the page)."""
     words = search_words(q)
     if not words:
         return literal(False)
     if dialect_name() == "sqlite":
-        fts = text(f"SELECT rowid FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query")
         query = " ".join(f'"{w}"' for w in words)
+        if per_row:
+            return text(
+                f"EXISTS (SELECT 1 FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query "
+                f"AND {CALL_FTS}.rowid = tool_invocation.id)"
+            ).bindparams(fts_query=query)
+        fts = text(f"SELECT rowid FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query")
         return table.c.id.in_(fts.bindparams(fts_query=query).columns(rowid=Integer))
     return text(
         f"{PG_SEARCH_DOCUMENT} @@ plainto_tsquery('simple'::regconfig, :ts_query)"

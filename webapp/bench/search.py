@@ -32,6 +32,7 @@ SEARCHES = (
     ("one word, 1 % of calls", {"q": "timeout"}),
     ("words + status=error", {"q": "upstream timeout", "status": "error"}),
     ("words + sort=size", {"q": "timeout", "sort": "size"}),
+    ("a word of every call", {"q": "text"}),
 )
 
 

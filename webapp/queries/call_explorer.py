@@ -48,7 +48,7 @@ MAX_QUERY_CHARS = 200
 MAX_NAME_CHARS = 255
 PREVIEW_CHARS = 240
 # A search matching at most this many calls (of all projects) is read from the search index.
-SELECTIVE_MATCHES = 20_000
+SELECTIVE_MATCHES = 12_000
 # Redaction lists that are not "redacted": none, or only the OTLP not-captured marker.
 _NOT_REDACTED = ("null", "[]", f'["{CONTENT_NOT_CAPTURED}"]')
 
@@ -302,13 +302,14 @@ def filter_conditions(
     statuses: dict[str, ColumnElement[bool]],
     *,
     search_drives: bool = False,
+    per_row: bool = False,
 ) -> list[ColumnElement[bool]]:
     """``search_drives``: the search is selective: keep SQLite from walking the project's
     index (``+ 0`` hides the column from it) so that it starts from the search's matches."""
     project = T.project_id + 0 if search_drives else T.project_id
     conditions: list[ColumnElement[bool]] = [project == project_id]
     if filters.q:
-        conditions.append(call_text_matches(T.__table__, filters.q))
+        conditions.append(call_text_matches(T.__table__, filters.q, per_row=per_row))
     if filters.tool:
         conditions.append(T.function_name == filters.tool)
     if filters.status:
@@ -345,8 +346,18 @@ def list_calls(
     # SQLite's planner cannot tell how many calls a search matches: a few thousand are best
     # read from the search index and sorted; a word in most calls is best found walking the
     # project's calls in time order. One cheap count decides (PostgreSQL decides by itself).
+    # With a word in most calls, the page is found walking the calls newest first and checking
+    # each (the few first ones match) — only when nothing else filters nor another order sorts:
+    # otherwise the matches are read once, whatever their number (a bounded cost).
     matches = search_match_count(filters.q, SELECTIVE_MATCHES) if filters.q else None
     search_drives = matches is not None and matches <= SELECTIVE_MATCHES
+    per_row = (
+        matches is not None
+        and not search_drives
+        and filters.sort == "time"
+        and filters.order == "desc"
+        and filters == CallFilters(q=filters.q)
+    )
     key = _sort_key(filters.sort)
     descending = filters.order == "desc"
     flags = [case((condition, 1), else_=0).label(f"s_{n}") for n, condition in _flags(statuses)]
@@ -376,7 +387,11 @@ def list_calls(
         .join(Project, Project.id == T.project_id)
         .outerjoin(Conversation, Conversation.id == Message.conversation_id)
         .outerjoin(Channel, Channel.id == Conversation.channel_id)
-        .where(*filter_conditions(project_id, filters, statuses, search_drives=search_drives))
+        .where(
+            *filter_conditions(
+                project_id, filters, statuses, search_drives=search_drives, per_row=per_row
+            )
+        )
     )
     if after is not None:
         stmt = stmt.where(after_key((key, T.id), after, descending=descending))
