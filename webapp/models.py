@@ -370,17 +370,19 @@ class OtelTurnTrace(db.Model):
 #
 # * SQLite: a contentless FTS5 table (rowid = tool_invocation.id) filled by triggers. Contentless,
 #   because the text is already in tool_invocation; the index holds only the tokens.
-# * PostgreSQL: a GIN index over a tsvector expression of the row: nothing to keep in step.
+# * PostgreSQL: a stored generated tsvector column and a GIN index over it: nothing to keep in
+#   step.
 #   tsvector (words), not pg_trgm (substrings): people search for words of an error or a
 #   result, and a trigram index of every result would be several times the size of the text.
 #
 # Both index the first SEARCH_CHARS characters of the arguments (JSON text) and of the result:
 # PostgreSQL refuses a tsvector over 1 MB, and a result that long is not read, it is searched
 # for a phrase near its start. Words, not stems ('simple' / unicode61): tool output is ids,
-# code and mixed languages. Both split words at ASCII punctuation and white space (PostgreSQL's
-# parser would keep `api.example.com` or `a_b` whole; the expression turns punctuation into
-# spaces first), so `example` finds `api.example.com` on both (webapp.sql.search_words splits a
-# search the same way). The migration that adds them fills them for existing rows; the
+# code and mixed languages. Both split words at ASCII punctuation and white space
+# (PostgreSQL's parser would keep `api.example.com` or `a_b` whole; the column's expression
+# turns punctuation into spaces first), so `example` finds `api.example.com` on both
+# (webapp.sql.search_words splits a search the same way). The migration that adds them fills
+# them for existing rows; the
 # statements are frozen there as they are here.
 
 SEARCH_CHARS = 100_000
@@ -411,24 +413,31 @@ SQLITE_SEARCH_DDL = (
 )
 SQLITE_SEARCH_DROP = (f"DROP TABLE IF EXISTS {CALL_FTS}",)
 
-# The indexed expression; queries use exactly this text so the planner can use the index.
-PG_SEARCH_DOCUMENT = (
+# What PostgreSQL indexes: a stored generated column (computed once per write, so a row is
+# checked without recomputing it) and a GIN index over it.
+PG_SEARCH_COLUMN = "search_document"
+PG_SEARCH_EXPRESSION = (
     "to_tsvector('simple'::regconfig, regexp_replace("
-    f"left(coalesce(tool_invocation.arguments::text, ''), {SEARCH_CHARS}) || ' ' || "
-    f"left(coalesce(tool_invocation.response, ''), {SEARCH_CHARS}), "
+    f"left(coalesce(arguments::text, ''), {SEARCH_CHARS}) || ' ' || "
+    f"left(coalesce(response, ''), {SEARCH_CHARS}), "
     r"'[!-/:-@\[-`{-~]+', ' ', 'g'))"
 )
+PG_SEARCH_DOCUMENT = f"tool_invocation.{PG_SEARCH_COLUMN}"
 PG_SEARCH_INDEX = "ix_tool_invocation_search"
 PG_SEARCH_DDL = (
+    f"ALTER TABLE tool_invocation ADD COLUMN IF NOT EXISTS {PG_SEARCH_COLUMN} tsvector "
+    f"GENERATED ALWAYS AS ({PG_SEARCH_EXPRESSION}) STORED",
     f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON tool_invocation "
-    f"USING gin (({PG_SEARCH_DOCUMENT}))",
+    f"USING gin ({PG_SEARCH_COLUMN})",
 )
 
 
 def is_search_object(name: str | None) -> bool:
     """The search objects above, which the models do not declare (Alembic's comparison of
     models and migrations leaves them out)."""
-    return bool(name) and (name.startswith(CALL_FTS) or name == PG_SEARCH_INDEX)
+    return bool(name) and (
+        name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN)
+    )
 
 
 for _statement in SQLITE_SEARCH_DDL:

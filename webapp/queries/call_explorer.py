@@ -360,8 +360,22 @@ def list_calls(
     )
     key = _sort_key(filters.sort)
     descending = filters.order == "desc"
+    # The page's ids first (only the joins a filter needs), then their columns: the previews,
+    # statuses and names are computed for the page's rows, not for every row sorted.
+    page = select(T.id.label("id"), key.label("sort_value"))
+    if filters.channel or filters.status == "stale":
+        page = _joined(page)
+    page = page.where(
+        *filter_conditions(
+            project_id, filters, statuses, search_drives=search_drives, per_row=per_row
+        )
+    )
+    if after is not None:
+        page = page.where(after_key((key, T.id), after, descending=descending))
+    order = (key.desc(), T.id.desc()) if descending else (key.asc(), T.id.asc())
+    ids = page.order_by(*order).limit(limit + 1).subquery("page")
     flags = [case((condition, 1), else_=0).label(f"s_{n}") for n, condition in _flags(statuses)]
-    stmt = (
+    stmt = _joined(
         select(
             T.id,
             T.external_tool_call_id,
@@ -380,24 +394,27 @@ def list_calls(
             Conversation.external_id.label("conversation_external_id"),
             Conversation.title.label("conversation_title"),
             Channel.name.label("channel"),
-            key.label("sort_value"),
+            ids.c.sort_value,
             *flags,
-        )
-        .join(Message, Message.id == T.message_id)
+        ).join(ids, ids.c.id == T.id)
+    )
+    outer_order = (
+        (ids.c.sort_value.desc(), ids.c.id.desc())
+        if descending
+        else (ids.c.sort_value.asc(), ids.c.id.asc())
+    )
+    rows = db.session.execute(stmt.order_by(*outer_order)).all()
+    return CallPage([_row(r, filters.sort) for r in rows[:limit]], len(rows) > limit)
+
+
+def _joined(stmt: Any) -> Any:
+    """A call's message, project (freshness window), conversation and channel."""
+    return (
+        stmt.join(Message, Message.id == T.message_id)
         .join(Project, Project.id == T.project_id)
         .outerjoin(Conversation, Conversation.id == Message.conversation_id)
         .outerjoin(Channel, Channel.id == Conversation.channel_id)
-        .where(
-            *filter_conditions(
-                project_id, filters, statuses, search_drives=search_drives, per_row=per_row
-            )
-        )
     )
-    if after is not None:
-        stmt = stmt.where(after_key((key, T.id), after, descending=descending))
-    order = (key.desc(), T.id.desc()) if descending else (key.asc(), T.id.asc())
-    rows = db.session.execute(stmt.order_by(*order).limit(limit + 1)).all()
-    return CallPage([_row(r, filters.sort) for r in rows[:limit]], len(rows) > limit)
 
 
 def _flags(statuses: dict[str, ColumnElement[bool]]) -> list[tuple[str, ColumnElement[bool]]]:

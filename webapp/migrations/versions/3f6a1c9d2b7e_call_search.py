@@ -6,7 +6,7 @@ Create Date: 2026-11-23 21:30:00.000000
 
 The statements are frozen copies of webapp/models.py's (a later change there gets a migration
 of its own). Creating them fills them for the existing rows: the FTS5 table by one
-INSERT ... SELECT, the GIN index by its build.
+INSERT ... SELECT, PostgreSQL's generated column as it is added (then the GIN index is built).
 """
 from alembic import op
 
@@ -48,17 +48,23 @@ SQLITE_DOWN = (
     f"DROP TRIGGER IF EXISTS {FTS}_update",
     f"DROP TABLE IF EXISTS {FTS}",
 )
-PG_DOCUMENT = (
+PG_EXPRESSION = (
     "to_tsvector('simple'::regconfig, regexp_replace("
-    f"left(coalesce(tool_invocation.arguments::text, ''), {N}) || ' ' || "
-    f"left(coalesce(tool_invocation.response, ''), {N}), "
+    f"left(coalesce(arguments::text, ''), {N}) || ' ' || "
+    f"left(coalesce(response, ''), {N}), "
     r"'[!-/:-@\[-`{-~]+', ' ', 'g'))"
 )
 PG_UP = (
-    f"CREATE INDEX IF NOT EXISTS ix_tool_invocation_search ON tool_invocation "
-    f"USING gin (({PG_DOCUMENT}))",
+    # Adding a stored generated column computes it for every existing row.
+    "ALTER TABLE tool_invocation ADD COLUMN IF NOT EXISTS search_document tsvector "
+    f"GENERATED ALWAYS AS ({PG_EXPRESSION}) STORED",
+    "CREATE INDEX IF NOT EXISTS ix_tool_invocation_search ON tool_invocation "
+    "USING gin (search_document)",
 )
-PG_DOWN = ("DROP INDEX IF EXISTS ix_tool_invocation_search",)
+PG_DOWN = (
+    "DROP INDEX IF EXISTS ix_tool_invocation_search",
+    "ALTER TABLE tool_invocation DROP COLUMN IF EXISTS search_document",
+)
 
 
 def upgrade():
