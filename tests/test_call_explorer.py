@@ -346,3 +346,34 @@ def test_every_search_strategy_finds_the_same_calls(
     assert {first["data"][0]["id"], second["data"][0]["id"]} == {
         row["id"] for row in listing(dashboard, q="timeout")["data"]
     }
+
+
+def test_the_api_and_the_twin_list_the_same_calls_in_constant_queries(
+    app, client, dashboard, project_key, count_queries
+):
+    with data(app):
+        world(project_key.project_id)
+    url = "/api/v1/calls?q=timeout&sort=duration"
+
+    def api_count() -> int:
+        client.get(url, headers=project_key.headers)
+        with count_queries() as counter:
+            response = client.get(url, headers=project_key.headers)
+        assert response.status_code == 200
+        return counter.count
+
+    before = api_count()
+    with data(app):
+        conv = f.conversation(project_key.project_id, "more")
+        for n in range(30):
+            msg = f.message(conv, f"more{n}", "assistant", None, at=NOW - timedelta(minutes=n))
+            f.calls(
+                msg,
+                0,
+                [f.Call("t", {"n": n}, "timeout") for _ in range(3)],
+                at=NOW - timedelta(minutes=n),
+            )
+    assert api_count() == before
+    api_ids = [c["id"] for c in client.get(url, headers=project_key.headers).get_json()["data"]]
+    twin = dashboard.get("/calls.json?q=timeout&sort=duration").get_json()["data"]
+    assert api_ids == [c["id"] for c in twin]
