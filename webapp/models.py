@@ -369,7 +369,8 @@ class OtelTurnTrace(db.Model):
 # bench's raw inserts):
 #
 # * SQLite: a contentless FTS5 table (rowid = tool_invocation.id) filled by triggers. Contentless,
-#   because the text is already in tool_invocation; the index holds only the tokens.
+#   because the text is already in tool_invocation; detail=none, because a search is an AND of
+#   words: the index holds which calls contain a word, not where.
 # * PostgreSQL: a stored generated tsvector column and a GIN index over it: nothing to keep in
 #   step.
 #   tsvector (words), not pg_trgm (substrings): people search for words of an error or a
@@ -397,7 +398,7 @@ def _fts_values(row: str) -> str:
 
 SQLITE_SEARCH_DDL = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {CALL_FTS} USING fts5("
-    "arguments, response, content='', tokenize='unicode61 remove_diacritics 2')",
+    "arguments, response, content='', detail=none, tokenize='unicode61 remove_diacritics 2')",
     f"CREATE TRIGGER IF NOT EXISTS {CALL_FTS}_insert AFTER INSERT ON tool_invocation BEGIN "
     f"INSERT INTO {CALL_FTS}(rowid, arguments, response) VALUES (new.id, {_fts_values('new')}); "
     "END",

@@ -2,11 +2,12 @@
 
 One blueprint per area, made by ``security.dashboard_blueprint`` (login guard and security
 headers): ``conversations`` (list, timeline, call detail, live view, the conversation's
-charts, ``/c/<id>``, delete), ``calls`` (the calls explorer), ``replay`` (preview and comparison), ``tools`` (table, one tool, its charts), ``costs``
-(the Costs page and price overrides), ``settings`` (keys, redaction rules, channel windows,
-projects), ``login`` (password login, logout, project switcher) and ``assets`` (plotly.js from
-the installed package). Reads come from ``webapp.queries``; view models live next to the views
-that use them; ``common`` holds what every view shares (page, fragment or JSON twin).
+charts, ``/c/<id>``, delete), ``calls`` (the calls explorer), ``replay`` (preview and
+comparison), ``tools`` (table, one tool, its charts), ``costs`` (the Costs page and price
+overrides), ``settings`` (keys, redaction rules, channel windows, projects), ``login``
+(password login, logout, project switcher) and ``assets`` (plotly.js from the installed
+package). Reads come from ``webapp.queries``; view models live next to the views that use
+them; ``common`` holds what every view shares (page, fragment or JSON twin).
 """
 
 from __future__ import annotations

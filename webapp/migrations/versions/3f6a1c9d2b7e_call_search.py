@@ -26,7 +26,7 @@ def _values(row):
 
 SQLITE_UP = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5("
-    "arguments, response, content='', tokenize='unicode61 remove_diacritics 2')",
+    "arguments, response, content='', detail=none, tokenize='unicode61 remove_diacritics 2')",
     f"CREATE TRIGGER IF NOT EXISTS {FTS}_insert AFTER INSERT ON tool_invocation BEGIN "
     f"INSERT INTO {FTS}(rowid, arguments, response) VALUES (new.id, {_values('new')}); "
     "END",
