@@ -74,6 +74,7 @@ def standard(value: object) -> bytes:
 @given(VALUES)
 def test_dumps_ascii_is_the_standard_librarys_encoding(value):
     assert dumps_ascii(value) == standard(value)
+    assert dumps_ascii(value, newline=True) == standard(value) + b"\n"
 
 
 @settings(max_examples=2000, deadline=None)

@@ -122,9 +122,9 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
 
 
 def json_response(document: dict[str, Any]) -> Response:
-    """``jsonify(document)``, the same bytes, encoded by ``jsonfast.dumps_ascii`` (a tenth of
-    the time for a large replay) and sent as it was encoded: the answer is in memory once, not
-    also as the text it was made from nor copied to add the final newline."""
+    """``jsonify(document)``, the same bytes, encoded by ``jsonfast.dumps_ascii`` (less than
+    half the time for a large replay) and sent as it was encoded, in one piece: the answer is in
+    memory once, not also as the text it was made from nor copied to add the final newline."""
     provider = current_app.json
     plain = (
         type(provider) is DefaultJSONProvider
@@ -134,7 +134,9 @@ def json_response(document: dict[str, Any]) -> Response:
     )
     if not plain:  # another provider or indented output (debug): Flask's own path
         return jsonify(document)
-    body = dumps_ascii(document, default=provider.default)
-    response = Response([body, b"\n"], mimetype=provider.mimetype)
-    response.content_length = len(body) + 1
+    body = dumps_ascii(document, default=provider.default, newline=True)
+    # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
+    # touching the body, and the length is known.
+    response = Response([body], mimetype=provider.mimetype)
+    response.content_length = len(body)
     return response
