@@ -166,6 +166,8 @@ def command(
     def say(line: str) -> None:
         click.echo(line, err=True)
 
+    if key:
+        say("  --key is not needed: the bench makes a key for a scratch project of its own")
     reports: list[TargetReport] = []
     try:
         if url:
