@@ -140,6 +140,58 @@ def call_key(call: CallRecord) -> str:
     return f"{call.round_index}.{call.sequence_index}"
 
 
+ANCHOR_KINDS = ("turn", "msg", "round", "call")
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A place in a conversation that an address can name (``#turn-12``, ``#msg-<id>``,
+    ``#round-<message id>-<round>``, ``#call-<id>``): the element ids of the timeline."""
+
+    kind: str
+    turn: int = 0
+    message_id: int = 0
+    round_index: int = 0
+    call_id: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "turn":
+            return f"turn-{self.turn}"
+        if self.kind == "msg":
+            return f"msg-{self.message_id}"
+        if self.kind == "round":
+            return f"round-{self.message_id}-{self.round_index}"
+        return f"call-{self.call_id}"
+
+
+MAX_ANCHOR_NUMBER = 2**63 - 1
+
+
+def parse_anchor(raw: str) -> Anchor:
+    """Inverse of :attr:`Anchor.name`; ValueError when malformed."""
+    kind, _, rest = raw.partition("-")
+    parts = rest.split("-")
+    if kind not in ANCHOR_KINDS or not all(p.isdigit() and len(p) <= 19 for p in parts):
+        raise ValueError(raw)
+    numbers = [int(p) for p in parts]
+    if any(n > MAX_ANCHOR_NUMBER for n in numbers):
+        raise ValueError(raw)
+    if kind == "round":
+        if len(numbers) != 2:
+            raise ValueError(raw)
+        return Anchor("round", message_id=numbers[0], round_index=numbers[1])
+    if len(numbers) != 1:
+        raise ValueError(raw)
+    if kind == "turn":
+        if numbers[0] < 1:
+            raise ValueError(raw)
+        return Anchor("turn", turn=numbers[0])
+    if kind == "msg":
+        return Anchor("msg", message_id=numbers[0])
+    return Anchor("call", call_id=numbers[0])
+
+
 def parse_call_key(raw: str) -> tuple[int, int]:
     """Inverse of :func:`call_key`; ValueError when malformed."""
     round_part, _, seq_part = raw.partition(".")
@@ -203,7 +255,12 @@ def message_views(
     usage: dict[int, dict[int, ServiceCallRecord]],
     ctx: BadgeContext,
     turns_before: int,
+    turn_numbers: dict[int, int] | None = None,
+    errors_only: bool = False,
 ) -> list[MessageView]:
+    """Views of a page of messages. Turns are numbered from ``turns_before`` on; in the
+    errors-only view (``turn_numbers`` given) each message carries its turn, and a run shows
+    only its failed calls, without waterfall."""
     views = []
     turn = turns_before
     for message in messages:
@@ -214,18 +271,24 @@ def message_views(
             turn += 1
         run = None
         if shown:
+            total = (summary.errors if errors_only else summary.calls) if summary else 0
             run = run_view(
                 message,
                 shown,
                 ctx=ctx,
                 usage=message_usage,
-                has_more=summary is not None and summary.calls > len(shown),
+                has_more=not errors_only and total > len(shown),
+                with_waterfall=not errors_only,
             )
+        if turn_numbers is not None:
+            shown_turn = turn_numbers.get(message.id) or None
+        else:
+            shown_turn = turn if message.role == "user" else None
         views.append(
             MessageView(
                 message=message,
                 source=message_source(message),
-                turn=turn if message.role == "user" else None,
+                turn=shown_turn,
                 summary=summary,
                 run=run,
                 usage=usage_totals(message_usage),
