@@ -59,14 +59,25 @@ def sources(first: int, items: list[tuple[str, str, str]]) -> str:
     )
 
 
-def usage(model: str, provider: str, input_tokens: int, output_tokens: int, cached: int = 0):
-    return {
+def usage(
+    model: str,
+    provider: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached: int = 0,
+    at: datetime | None = None,
+):
+    """A service call's usage; ``at``: when it answered (else the server stores its own time)."""
+    body = {
         "model": model,
         "provider": provider,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cached_tokens": cached,
     }
+    if at is not None:
+        body["created_at"] = iso(at)
+    return body
 
 
 @dataclass
@@ -124,7 +135,9 @@ class Turn:
         self.clock = requested + timedelta(seconds=0.05 + slowest)
         self.rounds.append(
             {
-                "usage": usage(self.model, self.provider, self._input_tokens, output_tokens),
+                "usage": usage(
+                    self.model, self.provider, self._input_tokens, output_tokens, at=requested
+                ),
                 "calls": encoded,
             }
         )
@@ -175,7 +188,7 @@ class Turn:
     def answer_usage(self, output_tokens: int) -> JSON:
         """The final service call, which answered in text (no tool calls)."""
         self.clock += timedelta(seconds=LLM_SECONDS)
-        return usage(self.model, self.provider, self._input_tokens, output_tokens)
+        return usage(self.model, self.provider, self._input_tokens, output_tokens, at=self.clock)
 
     def request(
         self, conversation_id: str, answer: str | None, status: str = "completed"
