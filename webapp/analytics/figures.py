@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -218,7 +219,14 @@ def result_sizes_figure(
         showlegend=False,
         height=max(300, 200 + 12 * len(names)),
         xaxis={"type": "category", "automargin": True},
-        yaxis={"type": "log", "dtick": 1, "tickformat": ",d"},
+        # Plotly's autorange leaves a precomputed box at the top half outside the plot: the
+        # range is set here, in powers of ten, from one token to above the largest result.
+        yaxis={
+            "type": "log",
+            "dtick": 1,
+            "tickformat": ",d",
+            "range": [-0.1, math.log10(max([1, *maximum])) + 0.3],
+        },
     )
 
 

@@ -138,6 +138,12 @@ def revenue_research(cid: str, now: datetime) -> Scenario:
                 ),
                 1.1,
             ),
+            text="I'll check the finance reports, the board memo and the press at the same time.",
+            reasoning=(
+                "The question is about last quarter's revenue. Internal finance documents are "
+                "authoritative; the web may add the market's reaction. The three searches are "
+                "independent, so they can run in parallel."
+            ),
         )
         .round(
             Call(
@@ -145,6 +151,11 @@ def revenue_research(cid: str, now: datetime) -> Scenario:
                 {"url": "https://acme.test/investors"},
                 "Q3 2024: revenue 48.2 M USD (+12% y/y); operating margin 18%.",
                 0.9,
+            ),
+            text="The Q3 report says +12%; let me confirm it on the investor page.",
+            reasoning=(
+                "Two internal sources agree on 48.2 M USD. The investor relations page is the "
+                "public figure; fetching it confirms the number before I cite it."
             ),
         )
     )

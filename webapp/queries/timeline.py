@@ -416,6 +416,11 @@ def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCall
             output_tokens=sc.output_tokens,
             cached_tokens=sc.cached_tokens,
             cost_usd=sc.cost_usd,
+            started_at=sc.started_at,
+            ended_at=sc.ended_at,
+            content=sc.content,
+            reasoning=sc.reasoning,
+            created_at=sc.created_at,
         )
     return dict(result)
 
