@@ -199,3 +199,23 @@ def test_an_anchor_of_another_conversation_is_not_found(tab, long_conversation):
     problems.expected = ("404",)
     response = page.goto(f"/conversations/{cid}?at=call-999999999")
     assert response.status == 404
+
+
+def test_a_round_in_full_and_the_model_bars(tab, app, client, project_key, scheme):
+    from test_html_rounds import turn_with_round_text
+
+    page, _ = tab
+    turn_with_round_text(client, project_key)
+    with app.app_context():
+        from webapp.models import Conversation
+
+        cid = db.session.scalar(select(Conversation.id).where(Conversation.external_id == "r1"))
+    page.goto(f"/conversations/{cid}")
+    expect(page.locator(".round-text")).to_contain_text("Let me look it up <script>")
+    expect(page.locator(".round-latency")).to_have_text("1.20 s")
+    page.locator(".round-reasoning summary").click()
+    expect(page.locator(".round-reasoning .content")).to_be_visible()
+    # Plotly draws the model's bar with its own legend entry.
+    expect(page.locator(".waterfall .legendtext", has_text="model (LLM call)")).to_be_visible()
+    expect(page.locator(".waterfall summary")).to_contain_text("model 1.20 s")
+    screenshot(page, f"round-in-full-{scheme}", full_page=False)
