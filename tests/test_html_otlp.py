@@ -53,6 +53,9 @@ def test_calls_without_content_are_labelled_and_the_page_names_the_switch(
     # Nothing is missing: the header does not count these calls as waiting for a response.
     waiting = next(s for s in doc.select(".stat") if "without response" in s.text)
     assert waiting.one(".stat-value").text.strip() == "0"
+    # No user message was captured, yet the run is a turn (not "0 turns").
+    turns = next(s for s in doc.select(".stat") if s.one(".stat-label").text == "turns")
+    assert turns.one(".stat-value").text.strip() == "1"
     listing = page(dashboard.get("/conversations?missing_responses=1"))
     assert listing.select("tr[data-row-id]") == []
 

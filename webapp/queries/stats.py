@@ -24,7 +24,8 @@ def conversation_stats(conversation_ids: Sequence[int]) -> dict[int, Conversatio
         select(
             Message.conversation_id,
             func.count().label("messages"),
-            func.sum(case((Message.role == "user", 1), else_=0)).label("turns"),
+            func.sum(case((Message.role == "user", 1), else_=0)).label("user_messages"),
+            func.sum(case((Message.role == "assistant", 1), else_=0)).label("runs"),
             func.sum(case((Message.status.in_(FAILED_STATUSES), 1), else_=0)).label("failed"),
         )
         .where(Message.conversation_id.in_(conversation_ids))
@@ -59,7 +60,12 @@ def conversation_stats(conversation_ids: Sequence[int]) -> dict[int, Conversatio
         select(
             Conversation.id,
             messages.c.messages,
-            messages.c.turns,
+            # A turn starts with a user message; where none was stored (OTLP with content
+            # capture off, agents that only log their own runs) each run is a turn.
+            case(
+                (func.coalesce(messages.c.user_messages, 0) == 0, messages.c.runs),
+                else_=messages.c.user_messages,
+            ).label("turns"),
             messages.c.failed,
             calls.c.calls,
             calls.c.errors,
