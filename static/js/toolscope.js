@@ -174,10 +174,12 @@
   window.addEventListener("hashchange", followHash);
 
   document.addEventListener("click", function (event) {
-    const link = event.target.closest("a[data-anchor-link]");
-    if (link && document.getElementById(link.dataset.anchorLink)) {
+    // A turn-index link to a turn already on the page scrolls there without a request.
+    const link = event.target.closest("a.turn-link");
+    const linked = link ? decodeURIComponent(link.hash.slice(1)) : "";
+    if (linked && ANCHOR.test(linked) && document.getElementById(linked)) {
       event.preventDefault();
-      openAnchor(link.dataset.anchorLink, true);
+      openAnchor(linked, true);
       return;
     }
     const toggle = event.target.closest("[data-view-toggle=collapsed]");
