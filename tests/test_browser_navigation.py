@@ -219,3 +219,24 @@ def test_a_round_in_full_and_the_model_bars(tab, app, client, project_key, schem
     expect(page.locator(".waterfall .legendtext", has_text="model (LLM call)")).to_be_visible()
     expect(page.locator(".waterfall summary")).to_contain_text("model 1.20 s")
     screenshot(page, f"round-in-full-{scheme}", full_page=False)
+
+
+def test_a_deep_link_to_a_call_deep_in_a_long_run_loads_its_chunks(tab, app, project_key):
+    page, _ = tab
+    with app.app_context():
+        conv = f.big_conversation(
+            project_key.project_id, "long-run", turns=3, rounds=20, parallel=5, response_chars=20
+        )
+        cid = conv.id
+        last = db.session.scalar(
+            select(ToolInvocation.id)
+            .join(Message, Message.id == ToolInvocation.message_id)
+            .where(Message.conversation_id == cid)
+            .order_by(ToolInvocation.id.desc())
+            .limit(1)
+        )
+        db.session.commit()
+    # Call 100 of the third run: the first chunk shows 30, so three more chunks load.
+    page.goto(f"/conversations/{cid}#call-{last}")
+    expect(page).to_have_url(re.compile(rf"at=call-{last}#call-{last}$"))
+    expect(page.locator(f"#call-{last}")).to_be_in_viewport()

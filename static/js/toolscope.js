@@ -157,7 +157,19 @@
       return;
     }
     const url = new URL(window.location.href);
-    if (url.searchParams.get("at") === id) return; // the server's window lacks it: stay put
+    if (url.searchParams.get("at") === id) {
+      // The window holds the target's message, but a call beyond the first chunk of a long
+      // run is not loaded yet: bring the run's next chunk into view (htmx loads it on
+      // "revealed"), and look again when it has settled.
+      const timeline = document.getElementById("timeline");
+      const message = timeline && timeline.dataset.anchorMessage;
+      const loader = message && document.querySelector("#run-" + message + " > .loader");
+      if (loader) {
+        pendingAnchor = id;
+        loader.scrollIntoView({ block: "end" });
+      }
+      return;
+    }
     url.searchParams.set("at", id);
     url.searchParams.delete("cursor");
     url.hash = id;
@@ -172,6 +184,14 @@
   }
 
   window.addEventListener("hashchange", followHash);
+
+  let pendingAnchor = null;
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!pendingAnchor) return;
+    const id = pendingAnchor;
+    pendingAnchor = null;
+    openAnchor(id, false);
+  });
 
   document.addEventListener("click", function (event) {
     // A turn-index link to a turn already on the page scrolls there without a request.

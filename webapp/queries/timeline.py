@@ -177,6 +177,8 @@ class WindowStart:
 
     key: tuple[datetime, int] | None  # None: from the conversation's first message
     turns_before: int
+    # The message the anchor named (or the call's message), when it was one.
+    message_id: int | None = None
 
 
 def turn_start(conversation_id: int, turn: int) -> WindowStart | None:
@@ -229,9 +231,9 @@ def anchor_start(
     ).first()
     turns = as_int(row.turns if row else 0)
     if not turns:
-        return WindowStart(None, 0)
+        return WindowStart(None, 0, found.id)
     # From the turn's user message on (time ties: from the first message of that instant).
-    return WindowStart((row.latest, 0), turns - 1)
+    return WindowStart((row.latest, 0), turns - 1, found.id)
 
 
 def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> int:

@@ -221,6 +221,8 @@ def conversation_get(conversation_id: int, fmt: str):
         "page": page,
         "view": view,
         "anchor": anchor.name if anchor else None,
+        # Where a call beyond its run's first chunk is: the page loads that run's chunks.
+        "anchor_message": start.message_id if start else None,
         "windowed": start is not None,
         "live_url": live_url(conversation, page, live),
         "poll_seconds": poll_seconds(conversation),
