@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, g, jsonify
+from flask import Response, current_app, g, jsonify
+from flask.json.provider import DefaultJSONProvider
 from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +19,7 @@ from ..queries.conversations import find_conversation
 from ..queries.histories import load_history
 from ..replay.export import OptionError, ReplayQuery, build_replay, export_file
 from ..replay.gc_pause import gc_paused
+from ..replay.jsonfast import dumps_ascii
 from ..tokens import STORED_COUNTER
 from . import bp
 from .endpoint import endpoint
@@ -110,10 +112,31 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
         raise ApiError(422, f"{field}: {exc.message}", details) from None
     document = built.document()
     if not query.download:
-        return jsonify(document)
+        return json_response(document)
     text, filename = export_file(document, conversation.external_id, query.format)
     return Response(
         text,
         mimetype="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
+
+
+def json_response(document: dict[str, Any]) -> Response:
+    """``jsonify(document)``, the same bytes, encoded by ``jsonfast.dumps_ascii`` (less than
+    half the time for a large replay) and sent as it was encoded, in one piece: the answer is in
+    memory once, not also as the text it was made from nor copied to add the final newline."""
+    provider = current_app.json
+    plain = (
+        type(provider) is DefaultJSONProvider
+        and provider.ensure_ascii
+        and not provider.sort_keys
+        and not (provider.compact is False or (provider.compact is None and current_app.debug))
+    )
+    if not plain:  # another provider or indented output (debug): Flask's own path
+        return jsonify(document)
+    body = dumps_ascii(document, default=provider.default, newline=True)
+    # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
+    # touching the body, and the length is known.
+    response = Response([body], mimetype=provider.mimetype)
+    response.content_length = len(body)
+    return response

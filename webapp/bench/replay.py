@@ -17,6 +17,7 @@ replay reads like tiktoken's: what matters here is that a count is stored, not i
 from __future__ import annotations
 
 import http.client
+import os
 import statistics
 import time
 from datetime import timedelta
@@ -27,7 +28,7 @@ from ..replay import History, ReplayOptions, make_synthetic_history, replay
 from ..replay.gc_pause import gc_paused
 from .load import percentile
 from .sections import BenchContext, Figure, section
-from .server import BENCH_PROJECT
+from .server import BENCH_PROJECT, worker_cpu_seconds
 
 CORE_SIZES = (1_000, 10_000, 50_000)
 CALLS_PER_TURN = 10
@@ -114,7 +115,7 @@ def api_figure(ctx: BenchContext) -> Figure:
     history = make_synthetic_history(API_CALLS // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
     store_history(ctx.server_database_url, history, cid)
     ctx.say("  replay API: GET /api/v1/conversations/{cid}/replay ...")
-    latencies, errors, size = get_replays(ctx, cid)
+    latencies, errors, size, cpu_seconds = get_replays(ctx, cid)
     ordered = sorted(latencies)
     p50, p95 = percentile(ordered, 50), percentile(ordered, 95)
     values: dict[str, Any] = {
@@ -124,18 +125,33 @@ def api_figure(ctx: BenchContext) -> Figure:
         "p95_ms": round(p95, 1),
         "errors": errors,
         "response_bytes": size,
+        "load_average": _load_average(),
     }
+    cpu = ""
+    if cpu_seconds is not None:
+        # Less noisy than latency on a shared machine: what the server spent per answer.
+        values["server_cpu_ms_per_request"] = round(cpu_seconds * 1000 / len(latencies), 1)
+        cpu = f"   server CPU {values['server_cpu_ms_per_request']:.1f} ms/request"
     text = (
         f"{p50:>9.1f} ms p50   p95 {p95:.1f} ms   {len(latencies)} requests, errors {errors}"
-        f"   ({size / 1e6:.1f} MB per answer)"
+        f"   ({size / 1e6:.1f} MB per answer){cpu}   load average {values['load_average']}"
     )
     label = f"GET /api/v1/conversations/{{cid}}/replay, {API_CALLS:,} calls"
     return Figure("replay", ctx.target, label, values, text)
 
 
-def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int]:
-    """Latencies (ms) of the measured GETs, the number of failed ones, the answer's size."""
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # pragma: no cover - not on Linux
+        return None
+
+
+def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int, float | None]:
+    """Latencies (ms) of the measured GETs, the number of failed ones, the answer's size and
+    the CPU seconds the server's workers used for the measured GETs (None: unknown)."""
     assert ctx.server is not None
+    pid = ctx.server.pid
     url = urlsplit(ctx.server.base_url)
     conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=120)
     path = f"/api/v1/conversations/{cid}/replay?freshness=off"
@@ -150,6 +166,7 @@ def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int]:
         status, body = get()  # warm-up: the worker loads what it loads on first use
         latencies: list[float] = []
         errors = 0 if status == 200 else 1
+        cpu_before = sum(worker_cpu_seconds(pid).values()) if pid else None
         deadline = time.perf_counter() + ctx.seconds
         while len(latencies) < MIN_API_REQUESTS or (
             time.perf_counter() < deadline and len(latencies) < MAX_API_REQUESTS
@@ -158,7 +175,10 @@ def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int]:
             status, _ = get()
             latencies.append((time.perf_counter() - started) * 1000)
             errors += status != 200
-        return latencies, errors, len(body)
+        cpu = None
+        if cpu_before is not None and pid:
+            cpu = sum(worker_cpu_seconds(pid).values()) - cpu_before
+        return latencies, errors, len(body), cpu
     finally:
         conn.close()
 

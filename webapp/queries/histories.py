@@ -20,15 +20,18 @@ What comes with the history depends on what the caller does with it (``tokens``)
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from operator import attrgetter
 from typing import Any, Literal
 
-from sqlalchemy import case, func, literal, select
+import orjson
+from sqlalchemy import Result, Select, Text, case, cast, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..analytics.records import ServiceCallCost
@@ -43,7 +46,6 @@ from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import dumps
 from ..tokens import stored_counter
 from .records import ConversationRecord
-from .timeline import MESSAGE_COLUMNS
 
 TokenKeys = Literal["text", "row"]
 
@@ -99,21 +101,69 @@ def load_histories(
             tool_definitions=tuple(definitions.get(c.id, ())),
             messages=tuple(
                 HistoryMessage(
-                    row_id=m.id,
-                    external_id=m.external_id,
-                    role=m.role,
-                    content=m.content,
-                    created_at=m.created_at,
-                    status=m.status,
-                    model=m.model,
-                    tool_calls=tuple(calls.get(m.id, ())),
-                    service_calls=tuple(usage.get(m.id, ())),
-                    imported=m.imported,
+                    row_id,
+                    external_id,
+                    role,
+                    content,
+                    created_at,
+                    status,
+                    model,
+                    tuple(calls.get(row_id, ())),
+                    tuple(usage.get(row_id, ())),
+                    imported,
                 )
-                for m in messages.get(c.id, ())
+                for row_id, external_id, role, content, created_at, status, model, imported in (
+                    messages.get(c.id, ())
+                )
             ),
         )
     return loaded
+
+
+def _rows(statement: Select[Any]) -> Result[Any]:
+    """The rows of a select of columns, run by Core on the session's connection: the ORM's
+    result layer costs more than the rows themselves for the 10,000 calls of a long
+    conversation (they are columns, never ORM objects)."""
+    return db.session.connection().execute(statement)
+
+
+def _json_object(text: str) -> Any:
+    """A stored JSON column's value from its text. The driver would parse it with
+    ``json.loads`` (SQLite's JSON type, psycopg's jsonb loader); orjson takes a third of the
+    time and gives the same values. The text is the database's own rendering of what
+    ingestion stored (valid JSON, no NaN); what orjson refuses (an integer beyond 64 bits)
+    is read by the standard parser, as before."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def _utc_from_text(text: str | None) -> datetime | None:
+    """A time as SQLite stores it (naive UTC text), as ``UTCDateTime`` reads it. Parsed with
+    the offset appended: ten times faster than ``.replace(tzinfo=UTC)``, whose keyword
+    argument costs more than the parse, and the same aware datetime (``timezone.utc``)."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text + "+00:00")
+    except ValueError:  # a text with an offset of its own
+        value = datetime.fromisoformat(text)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _times() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """How the loops below read a time column: (the column to select, the function that makes
+    the aware UTC datetime of its value). On SQLite the text itself, parsed in one call instead
+    of the dialect's parser then ``UTCDateTime``'s (a third of the load of a 10,000-call
+    conversation went there); on PostgreSQL the column as ``UTCDateTime`` reads it."""
+    if db.session.get_bind().dialect.name == "sqlite":
+        return (lambda column: cast(column, Text)), _utc_from_text
+    return _same, _same
 
 
 def _empty_history(c: ConversationRecord) -> History:
@@ -122,24 +172,41 @@ def _empty_history(c: ConversationRecord) -> History:
 
 def _messages(
     ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None
-) -> dict[int, list[Any]]:
-    """Message rows by conversation, in time order; stored counts and the latest model noted."""
-    rows = db.session.execute(
-        select(Message.conversation_id, *MESSAGE_COLUMNS)
+) -> dict[int, list[tuple[Any, ...]]]:
+    """Message rows by conversation, in time order, as (id, external_id, role, content,
+    created_at, status, model, imported); stored counts and the latest model noted."""
+    time_column, utc = _times()
+    rows = _rows(
+        select(
+            Message.conversation_id,
+            Message.id,
+            Message.external_id,
+            Message.role,
+            Message.content,
+            time_column(Message.created_at),
+            Message.status,
+            Message.model,
+            Message.imported,
+            Message.content_tokens,
+        )
         .where(Message.conversation_id.in_(ids))
         .order_by(Message.created_at, Message.id)
-    )
-    grouped: dict[int, list[Any]] = defaultdict(list)
-    for m in rows:
-        grouped[m.conversation_id].append(m)
-        out = loaded[m.conversation_id]
-        if m.role == "assistant" and m.model:
-            out.model = m.model  # rows are in time order: the last one wins
+    ).all()
+    grouped: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        (conversation_id, row_id, external_id, role, content, created_at, status, model,
+         imported, content_tokens) = row  # fmt: skip
+        grouped[conversation_id].append(
+            (row_id, external_id, role, content, utc(created_at), status, model, imported)
+        )
+        out = loaded[conversation_id]
+        if role == "assistant" and model:
+            out.model = model  # rows are in time order: the last one wins
         if tokens == "text":
-            if m.content is not None and m.content_tokens is not None:
-                out.stored_tokens[m.content] = m.content_tokens
+            if content is not None and content_tokens is not None:
+                out.stored_tokens[content] = content_tokens
         elif tokens == "row":
-            out.message_tokens[m.id] = m.content_tokens
+            out.message_tokens[row_id] = content_tokens
     return grouped
 
 
@@ -162,71 +229,94 @@ def _tool_calls(
             ToolRow.response_bytes,
         ]
     else:
-        response = [ToolRow.response]
-    rows = db.session.execute(
+        response = [ToolRow.response, literal(None), literal(None)]
+    time_column, utc = _times()
+    rows = _rows(
         select(
             Message.conversation_id,
             ToolRow.message_id,
             ToolRow.id,
             ToolRow.external_tool_call_id,
             ToolRow.function_name,
-            ToolRow.arguments,
+            # JSON as text, parsed below: see _json_object.
+            cast(ToolRow.arguments, Text),
             ToolRow.round_index,
             ToolRow.sequence_index,
-            ToolRow.created_at,
-            *response,
-            ToolRow.response_created_at,
+            time_column(ToolRow.created_at),
+            time_column(ToolRow.response_created_at),
             ToolRow.is_error,
-            ToolRow.redactions,
+            cast(ToolRow.redactions, Text),
             ToolRow.arguments_tokens,
             ToolRow.response_tokens,
+            *response,
         )
         .join(Message, Message.id == ToolRow.message_id)
         .where(Message.conversation_id.in_(ids))
         .order_by(ToolRow.message_id, ToolRow.round_index, ToolRow.sequence_index)
-    )
+    ).all()
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
-    for row in rows:
-        text = row.response
-        if lists_only and text is None and row.has_response:
+    # Tuples unpacked rather than row attributes, inline rather than helpers: this loop runs
+    # once per call, 10,000 times for a long replay, and the replay's load time is measured
+    # (toolscope bench).
+    for (
+        conversation_id,
+        message_id,
+        row_id,
+        external_id,
+        function_name,
+        arguments_json,
+        round_index,
+        sequence_index,
+        created_at,
+        response_created_at,
+        is_error,
+        redactions,
+        arguments_tokens,
+        response_tokens,
+        text,
+        has_response,
+        response_bytes,
+    ) in rows:
+        arguments = None if arguments_json is None else _json_object(arguments_json)
+        # The replay's compact text of the arguments: the key of their stored count, and what
+        # the replay sends (made once here rather than again by the replay and its checks).
+        compact = None if arguments is None or tokens != "text" else dumps(arguments)
+        if lists_only and text is None and has_response:
             text = ""
-        calls[row.message_id].append(
+        calls[message_id].append(
             HistoryToolCall(
-                row_id=row.id,
-                external_id=row.external_tool_call_id,
-                function_name=row.function_name,
-                arguments=row.arguments,
-                round_index=row.round_index,
-                sequence_index=row.sequence_index,
-                created_at=row.created_at,
-                response=text,
-                response_created_at=row.response_created_at,
-                is_error=row.is_error,
-                redacted=bool(row.redactions),
+                row_id,
+                external_id,
+                function_name,
+                arguments,
+                round_index,
+                sequence_index,
+                utc(created_at),
+                text,
+                utc(response_created_at),
+                is_error,
+                # A list of what was redacted: JSON null or [] when nothing was.
+                redactions is not None and bool(_json_object(redactions)),
+                compact,
             )
         )
-        # Inline rather than a helper: this loop runs once per call, 10,000 times for a long
-        # replay, and the replay's load time is measured (toolscope bench).
         if tokens == "text":
-            stored = loaded[row.conversation_id].stored_tokens
-            if text is not None and row.response_tokens is not None:
-                stored[text] = row.response_tokens
-            if row.arguments is not None and row.arguments_tokens is not None:
+            stored = loaded[conversation_id].stored_tokens
+            if text is not None and response_tokens is not None:
+                stored[text] = response_tokens
+            if compact is not None and arguments_tokens is not None:
                 # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
                 # hand the keys back in another order: same tokens, so the count still holds.
-                stored[dumps(row.arguments)] = row.arguments_tokens
+                stored[compact] = arguments_tokens
         elif tokens == "row":
-            _note_row_tokens(loaded[row.conversation_id], row)
+            if response_tokens is None and has_response and response_bytes is not None:
+                # Ingested without a count: a quarter of its size stands in (the text stays
+                # put).
+                response_tokens = math.ceil(response_bytes / 4)
+            out = loaded[conversation_id]
+            out.argument_tokens[row_id] = arguments_tokens
+            out.result_tokens[row_id] = response_tokens
     return calls
-
-
-def _note_row_tokens(out: LoadedHistory, row: Any) -> None:
-    result = row.response_tokens
-    if result is None and row.has_response and row.response_bytes is not None:
-        # Ingested without a count: a quarter of its size stands in (the text stays put).
-        result = math.ceil(row.response_bytes / 4)
-    out.argument_tokens[row.id] = row.arguments_tokens
-    out.result_tokens[row.id] = result
 
 
 def _service_calls(
@@ -235,7 +325,8 @@ def _service_calls(
     """Reported usage by message row id, in round order; stored costs noted if asked for."""
     # Columns, not ORM objects: building thousands of instrumented instances costs more than
     # the query itself.
-    rows = db.session.execute(
+    time_column, utc = _times()
+    rows = _rows(
         select(
             Message.conversation_id,
             ServiceCall.message_id,
@@ -245,7 +336,7 @@ def _service_calls(
             ServiceCall.input_tokens,
             ServiceCall.output_tokens,
             ServiceCall.cached_tokens,
-            ServiceCall.created_at,
+            time_column(ServiceCall.created_at).label("created_at"),
             ServiceCall.cost_usd,
             ServiceCall.price_source,
             ServiceCall.price_version,
@@ -253,22 +344,19 @@ def _service_calls(
         .join(Message, Message.id == ServiceCall.message_id)
         .where(Message.conversation_id.in_(ids))
         .order_by(ServiceCall.message_id, ServiceCall.round_index)
-    )
+    ).all()
     usage: dict[int, list[HistoryServiceCall]] = defaultdict(list)
     costs: dict[int, list[ServiceCallCost]] = defaultdict(list)
     for row in rows:
-        usage[row.message_id].append(
+        (conversation_id, message_id, round_index, model, _provider, input_tokens,
+         output_tokens, cached_tokens, created_at, *_cost_columns) = row  # fmt: skip
+        usage[message_id].append(
             HistoryServiceCall(
-                round_index=row.round_index,
-                model=row.model,
-                input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens,
-                cached_tokens=row.cached_tokens,
-                created_at=row.created_at,
+                round_index, model, input_tokens, output_tokens, cached_tokens, utc(created_at)
             )
         )
         if with_costs:
-            costs[row.conversation_id].append(_cost(row))
+            costs[conversation_id].append(_cost(row))
     for conversation_id, conversation_costs in costs.items():
         loaded[conversation_id].costs = tuple(conversation_costs)
     return usage
@@ -307,4 +395,3 @@ def _definitions(ids: Iterable[int]) -> dict[int, list[HistoryToolDefinition]]:
     for definitions in grouped.values():
         definitions.sort(key=attrgetter("name"))
     return grouped
-

@@ -471,7 +471,9 @@ class _Builder:
             if cap is not None and not (heuristic and len(result) <= cap * 4):
                 result = self.truncate(pos, m, c, call_id, result, cap)
             args = c.arguments
-            args_json = "{}" if args is None else dumps(args)
+            args_json = c.arguments_json
+            if args_json is None:
+                args_json = "{}" if args is None else dumps(args)
             name = c.function_name
             if self.names and name in self.names:
                 name = self.rename_call(pos, m, c, call_id)

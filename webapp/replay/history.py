@@ -34,6 +34,10 @@ class ToolCall:
     response_created_at: datetime | None = None
     is_error: bool = False
     redacted: bool = False
+    # ``jsonfast.dumps(arguments)`` when the loader already made it (it keys the stored token
+    # counts by it), so the replay and the naive check do not encode the arguments again; None:
+    # they encode them.
+    arguments_json: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

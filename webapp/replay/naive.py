@@ -45,13 +45,16 @@ def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
                 if as_of is not None and rc is not None and rc > as_of:
                     response = None
                 args = c.arguments
+                args_json = c.arguments_json
+                if args_json is None:
+                    args_json = dumps(args) if args is not None else "{}"
                 outs.append(
                     CallOut(
                         row_id=c.row_id,
                         call_id=c.external_id,
                         name=c.function_name,
                         arguments=args,
-                        arguments_json=dumps(args) if args is not None else "{}",
+                        arguments_json=args_json,
                         result=response,
                         is_error=c.is_error,
                         sequence_index=c.sequence_index,

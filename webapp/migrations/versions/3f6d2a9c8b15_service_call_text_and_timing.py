@@ -1,7 +1,7 @@
 """service call text, reasoning and timing
 
 Revision ID: 3f6d2a9c8b15
-Revises: 99b645d72984
+Revises: 3f6a1c9d2b7e
 Create Date: 2026-11-23 21:35:00.000000
 
 """
@@ -12,7 +12,7 @@ import webapp.db
 
 # revision identifiers, used by Alembic.
 revision = '3f6d2a9c8b15'
-down_revision = '99b645d72984'
+down_revision = '3f6a1c9d2b7e'
 branch_labels = None
 depends_on = None
 

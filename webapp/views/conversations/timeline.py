@@ -31,6 +31,7 @@ from ..context import current_project, current_project_id
 from ..highlight import render_text
 from . import bp
 from . import timeline_model as model
+from .address import conversation_address
 from .otel_hint import ContentHint, content_hint
 
 # A conversation idle for longer than this is polled less often.
@@ -213,6 +214,8 @@ def conversation_get(conversation_id: int, fmt: str):
     page = load_page(conversation, after, start=start, errors_only=view == "errors")
     data = {
         "conversation": conversation,
+        # The address agents know (their own id), next to the row id in `conversation`.
+        "address": conversation_address(conversation.external_id),
         "messages": page.messages,
         "next_cursor": page.next_cursor,
         "next_url": (
@@ -233,7 +236,7 @@ def conversation_get(conversation_id: int, fmt: str):
         data["stats"] = stats_queries.conversation_stats([conversation.id])[conversation.id]
         data["tools_offered"] = tool_definition_names(conversation.id)
         data["otel"] = _otel(project.id, conversation, page)
-    keys = ("conversation", "stats", "tools_offered", "otel") if after is None else ()
+    keys = ("conversation", "address", "stats", "tools_offered", "otel") if after is None else ()
     return respond(
         data,
         page="conversations/conversation.html",

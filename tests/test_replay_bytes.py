@@ -1,0 +1,271 @@
+"""The replay API's answer is byte for byte what it was before it was made fast (issue 10).
+
+Two changes could alter it: the answer is encoded by ``jsonfast.dumps_ascii`` (orjson, after a
+check that nothing is spelled differently) instead of Flask's ``jsonify``, and the history is
+loaded by a faster loader (columns by Core, JSON by orjson, SQLite times parsed directly, the
+arguments' compact text made once). Each is compared with the old path:
+
+* the encoder with ``json.dumps`` on arbitrary JSON values, and with ``jsonify`` on the export
+  documents of hypothesis histories in every format;
+* the whole API answer, for the demo conversations stored in the database (SQLite and
+  PostgreSQL), with ``jsonify`` of the document built from a history read through the ORM's
+  typed columns, as the loader read it before.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+from flask import jsonify
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from replay_strategies import histories, options
+from sqlalchemy import select
+
+from webapp import create_app
+from webapp.api.replay import json_response
+from webapp.db import db
+from webapp.demo import load_demo
+from webapp.models import Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
+from webapp.queries.conversations import find_conversation
+from webapp.replay import replay
+from webapp.replay.export import ReplayQuery, build_replay, export_document
+from webapp.replay.history import History
+from webapp.replay.history import Message as HMessage
+from webapp.replay.history import ServiceCall as HServiceCall
+from webapp.replay.history import ToolCall as HToolCall
+from webapp.replay.history import ToolDefinition as HToolDefinition
+from webapp.replay.jsonfast import dumps, dumps_ascii
+from webapp.tokens import STORED_COUNTER, stored_counter
+
+# --- The encoder ------------------------------------------------------------------------------
+
+TEXT = st.text(
+    st.characters(codec=None, exclude_categories=()),  # surrogates, controls, astral: all
+    max_size=12,
+) | st.sampled_from(["", "é", "\u2028", "\ud800", "😀", '"\\/', "\x00\x1f\x7f", "1e-05"])
+NUMBERS = (
+    st.integers()
+    | st.integers(min_value=2**63 - 5, max_value=2**64 + 5)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([1e-05, 1e16, 1e15, 0.0001, -0.0, 5e-324, 1.7976931348623157e308])
+)
+SCALARS = st.none() | st.booleans() | NUMBERS | TEXT
+KEYS = TEXT | st.integers(-5, 5) | st.booleans() | st.none() | st.floats(width=16)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.tuples(inner, inner)
+    | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def standard(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@settings(max_examples=600, deadline=None)
+@given(VALUES)
+def test_dumps_ascii_is_the_standard_librarys_encoding(value):
+    assert dumps_ascii(value) == standard(value)
+    assert dumps_ascii(value, newline=True) == standard(value) + b"\n"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_floats_without_an_exponent_are_spelled_alike(value):
+    """What dumps_ascii relies on to let orjson encode a float at all."""
+    spelled = repr(value)
+    if "e" not in spelled:
+        assert orjson.dumps(value) == spelled.encode()
+
+
+def test_what_is_spelled_otherwise_takes_the_standard_path():
+    for value in (
+        {"t": 1e-05},
+        {"t": 1e16},
+        {"t": math.nan},
+        {"t": -math.inf},
+        {"n": 2**64},
+        {1: "non-str key"},
+        {"s": "\ud800"},
+        {"d": datetime(2025, 1, 1, tzinfo=UTC)},
+        defaultdict(list, {"sub": 1}),
+    ):
+        default = (lambda o: o.isoformat()) if "d" in value else None
+        assert dumps_ascii(value, default=default) == json.dumps(
+            value, separators=(",", ":"), default=default
+        ).encode()
+    with pytest.raises(TypeError):
+        dumps_ascii({"d": object()})
+
+
+# --- The answer: export documents of hypothesis histories ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plain_app(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bytes") / "t.db"
+    return create_app({"DATABASE_URL": f"sqlite:///{path}", "SECRET_KEY": "t"})
+
+
+class _Conversation:
+    external_id = "c-é"
+    title = "Ünïcode title 😀"
+    channel = None
+    freshness_seconds = None
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(), st.data())
+def test_the_answer_is_jsonifys_bytes_for_hypothesis_histories(plain_app, history, data):
+    opts = data.draw(options())
+    result = replay(history, opts)
+    document = export_document(
+        _Conversation(),
+        ReplayQuery(format=opts.format),
+        opts,
+        result,
+        validation=[],
+        naive_problems=[],
+        token_counter="heuristic",
+    )
+    with plain_app.app_context():
+        new = json_response(document)
+        assert new.get_data() == jsonify(document).get_data()
+        assert new.content_length == len(new.get_data())
+        assert new.mimetype == "application/json"
+
+
+# --- The answer through the API, for stored rows ------------------------------------------------
+
+LOADED_AT = datetime(2025, 3, 1, 12, tzinfo=UTC)
+AS_OF = "2100-01-01T00:00:00Z"  # after every stored row: everything is replayed
+
+
+def history_as_the_orm_reads_it(conversation_id: int, record) -> tuple[History, dict, str]:
+    """The history, its stored counts by text and the latest model, read through the ORM's
+    typed columns (SQLAlchemy's JSON and UTCDateTime processing), as the loader did before."""
+    messages = db.session.scalars(
+        select(Message)
+        .where(Message.conversation_id == conversation_id)
+        .order_by(Message.created_at, Message.id)
+    ).all()
+    stored: dict[str, int] = {}
+    model = None
+    built = []
+    for m in messages:
+        if m.role == "assistant" and m.model:
+            model = m.model
+        if m.content is not None and m.content_tokens is not None:
+            stored[m.content] = m.content_tokens
+        calls = db.session.scalars(
+            select(ToolInvocation)
+            .where(ToolInvocation.message_id == m.id)
+            .order_by(ToolInvocation.round_index, ToolInvocation.sequence_index)
+        ).all()
+        for c in calls:
+            if c.response is not None and c.response_tokens is not None:
+                stored[c.response] = c.response_tokens
+            if c.arguments is not None and c.arguments_tokens is not None:
+                stored[dumps(c.arguments)] = c.arguments_tokens
+        usage = db.session.scalars(
+            select(ServiceCall)
+            .where(ServiceCall.message_id == m.id)
+            .order_by(ServiceCall.round_index)
+        ).all()
+        built.append(
+            HMessage(
+                m.id,
+                m.external_id,
+                m.role,
+                m.content,
+                m.created_at,
+                m.status,
+                m.model,
+                tuple(
+                    HToolCall(
+                        c.id,
+                        c.external_tool_call_id,
+                        c.function_name,
+                        c.arguments,
+                        c.round_index,
+                        c.sequence_index,
+                        c.created_at,
+                        c.response,
+                        c.response_created_at,
+                        c.is_error,
+                        bool(c.redactions),
+                    )
+                    for c in calls
+                ),
+                tuple(
+                    HServiceCall(
+                        s.round_index,
+                        s.model,
+                        s.input_tokens,
+                        s.output_tokens,
+                        s.cached_tokens,
+                        s.created_at,
+                    )
+                    for s in usage
+                ),
+                m.imported,
+            )
+        )
+    definitions = db.session.scalars(
+        select(ToolDefinition).where(ToolDefinition.conversation_id == conversation_id)
+    ).all()
+    history = History(
+        record.external_id,
+        record.channel,
+        record.system_prompt,
+        tuple(
+            sorted(
+                (HToolDefinition(d.name, d.description, d.parameters) for d in definitions),
+                key=lambda d: d.name,
+            )
+        ),
+        tuple(built),
+    )
+    return history, stored, model
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "anthropic"])
+def test_the_api_answer_is_the_old_paths_bytes_for_stored_rows(app, client, project_key, fmt):
+    load_demo(app, project_key.slug, now=LOADED_AT)
+    with app.app_context():
+        rows = db.session.execute(
+            select(Conversation.id, Conversation.external_id).where(
+                Conversation.project_id == project_key.project_id
+            )
+        ).all()
+    assert len(rows) >= 5
+    params = {"format": fmt, "as_of": AS_OF, "freshness": "off"}
+    query = ReplayQuery(**params)
+    for row_id, cid in rows:
+        answer = client.get(
+            f"/api/v1/conversations/{cid}/replay",
+            query_string=params,
+            headers=project_key.headers,
+        )
+        assert answer.status_code == 200, answer.get_json()
+        with app.test_request_context():
+            record = find_conversation(project_key.project_id, external_id=cid)
+            history, stored, model = history_as_the_orm_reads_it(row_id, record)
+            built = build_replay(
+                record,
+                history,
+                query,
+                now=LOADED_AT,
+                count_tokens=stored_counter(stored, model),
+                token_counter=STORED_COUNTER,
+            )
+            old = jsonify(built.document()).get_data()
+        assert answer.get_data() == old, cid
