@@ -19,7 +19,7 @@ from .history import History
 from .jsonfast import dumps
 from .options import ReplayOptions
 from .units import CallOut, Unit
-from .validate import validate
+from .validate import Memo, validate
 
 
 def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
@@ -78,6 +78,10 @@ def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
     return render(units, system, list(history.tool_definitions), options.format, merge=False)
 
 
-def naive_replay_problems(history: History, options: ReplayOptions) -> list[Problem]:
-    """What a provider would reject if the raw stored rows were replayed as they are."""
-    return validate(naive_payload(history, options), options.format)
+def naive_replay_problems(
+    history: History, options: ReplayOptions, memo: Memo | None = None
+) -> list[Problem]:
+    """What a provider would reject if the raw stored rows were replayed as they are. With the
+    ``memo`` of the replay's own validation, the arguments and names it checked are not
+    checked again (the naive payload sends the same ones)."""
+    return validate(naive_payload(history, options), options.format, memo)
