@@ -252,7 +252,18 @@ def _tool_calls(
         )
         .join(Message, Message.id == ToolRow.message_id)
         .where(Message.conversation_id.in_(ids))
-        .order_by(ToolRow.message_id, ToolRow.round_index, ToolRow.sequence_index)
+        # Each message's calls in (round, sequence) order, the messages in the order of their
+        # index (conversation, time, id): SQLite then reads the calls in that order through the
+        # two indexes instead of sorting them, 10 MB of results included, in a temporary tree
+        # (a third of the query's time for the bench's conversation). The calls are grouped by
+        # message below, so the order of the messages does not matter.
+        .order_by(
+            Message.conversation_id,
+            Message.created_at,
+            Message.id,
+            ToolRow.round_index,
+            ToolRow.sequence_index,
+        )
     ).all()
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
     # Tuples unpacked rather than row attributes, inline rather than helpers: this loop runs
@@ -296,7 +307,9 @@ def _tool_calls(
                 utc(response_created_at),
                 is_error,
                 # A list of what was redacted: JSON null or [] when nothing was.
-                redactions is not None and bool(_json_object(redactions)),
+                redactions is not None
+                and redactions not in ("null", "[]")
+                and bool(_json_object(redactions)),
                 compact,
             )
         )
