@@ -11,7 +11,7 @@ from browser_support import (
     new_page,
 )
 
-from webapp.api import meta, schemas
+from webapp.api import calls, meta, schemas
 
 ENDPOINTS = {
     ("/api/v1/messages/tools", "post"): (
@@ -53,6 +53,8 @@ ENDPOINTS = {
     ),
     ("/api/v1/redaction-rules/{rule_id}", "delete"): (None, "204", None),
     ("/api/v1/meta", "get"): (None, "200", meta.MetaOut),
+    ("/api/v1/calls", "get"): (None, "200", calls.CallList),
+    ("/api/v1/conversations/{cid}", "delete"): (None, "204", None),
 }
 
 

@@ -31,14 +31,27 @@ def test_a_one_second_run_reports_every_figure_without_errors():
     assert "worker memory after the run" in report and "private" in report
 
 
-def test_url_mode_drives_a_running_server_and_prints_json(live_server, project_key):
+def _projects_and_messages(app) -> tuple[list[str], int]:
+    from sqlalchemy import func, select
+
+    from webapp.db import db
+    from webapp.models import Message, Project
+
+    with app.app_context():
+        slugs = list(db.session.scalars(select(Project.slug).order_by(Project.slug)))
+        messages = db.session.scalar(select(func.count()).select_from(Message))
+        db.session.remove()
+    return slugs, messages
+
+
+def test_url_mode_drives_a_running_server_and_prints_json(app, live_server, project_key):
     result = CliRunner().invoke(
         command,
         [
             "--url",
             live_server,
-            "--key",
-            project_key.key,
+            "--server-database-url",
+            app.config["DATABASE_URL"],
             "--only",
             "ingest",
             "--seconds",
@@ -61,6 +74,35 @@ def test_url_mode_drives_a_running_server_and_prints_json(live_server, project_k
         assert values["errors"] == 0 and values["calls"] > 0
         assert values["calls"] == values["requests"] * 50
         assert 0 < values["p50_ms"] <= values["p95_ms"] <= values["p99_ms"]
+        # Counted in the server's database, in the bench's own project.
+        assert values["stored_calls"] == values["calls"]
+    # The run wrote into a scratch project of its own and removed it: the user's project and
+    # the database are as they were.
+    assert _projects_and_messages(app) == (["default"], 0)
+
+
+def test_url_mode_keeps_its_project_when_asked(app, live_server, project_key):
+    args = ["--url", live_server, "--server-database-url", app.config["DATABASE_URL"]]
+    args += ["--only", "ingest", "--seconds", "0.5", "--concurrency", "1", "--keep"]
+    result = CliRunner().invoke(command, args)
+    assert result.exit_code == 0, result.output
+    slugs, messages = _projects_and_messages(app)
+    assert slugs[0].startswith("bench-") and slugs[1:] == ["default"]
+    assert messages > 0
+    assert "kept the bench's project" in result.output
+
+
+def test_url_mode_refuses_a_server_on_another_database(live_server, tmp_path):
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    from webapp import create_app
+    from webapp.db import db
+
+    with create_app({"DATABASE_URL": other, "SECRET_KEY": "x"}).app_context():
+        db.create_all()
+    args = ["--url", live_server, "--server-database-url", other, "--only", "ingest"]
+    result = CliRunner().invoke(command, args)
+    assert result.exit_code != 0
+    assert "does not accept a key made in" in result.output
 
 
 def test_only_loopback_urls_are_accepted():

@@ -1,4 +1,5 @@
-"""The `toolscope` command: serve, demo, keys, db, purge, bench (and Flask's own commands)."""
+"""The `toolscope` command: serve, demo, keys, conversations, db, purge, bench (and Flask's own
+commands)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy import delete, select
 from . import create_app
 from .auth import create_key, get_or_create_project
 from .bench import command as bench_command
-from .db import db, utcnow
+from .db import begin_write, db, utcnow
 from .demo import command as demo_command
 from .models import ApiKey, Conversation, Message, Project
 
@@ -81,6 +82,40 @@ def keys_revoke(key_id: int) -> None:
     click.echo(f"revoked key {key_id} ({key.prefix}…)")
 
 
+@click.group("conversations")
+def conversations_group() -> None:
+    """Delete a conversation."""
+
+
+@conversations_group.command("delete")
+@click.argument("project_slug", metavar="PROJECT")
+@click.argument("cid", metavar="CONVERSATION_ID")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@with_appcontext
+def conversations_delete(project_slug: str, cid: str, yes: bool) -> None:
+    """Delete the conversation CONVERSATION_ID (the agent's id) of project PROJECT (its slug),
+    with its messages, tool calls, usage and the OTLP data projected into it."""
+    from .ingest import delete_conversation
+
+    found = db.session.execute(
+        select(Conversation.id)
+        .join(Project, Project.id == Conversation.project_id)
+        .where(Project.slug == project_slug, Conversation.external_id == cid)
+    ).first()
+    if found is None:
+        raise click.ClickException(f"no conversation {cid!r} in project {project_slug!r}")
+    if not yes:
+        click.confirm(f"Delete conversation {cid!r} of project {project_slug!r}?", abort=True)
+    db.session.rollback()
+    begin_write()
+    project_id = db.session.scalar(select(Project.id).where(Project.slug == project_slug))
+    if project_id is None or not delete_conversation(project_id, found.id):
+        db.session.rollback()
+        raise click.ClickException(f"no conversation {cid!r} in project {project_slug!r}")
+    db.session.commit()
+    click.echo(f"deleted conversation {cid!r} of project {project_slug!r}")
+
+
 @click.command("purge")
 @click.option("--older-than", "days", type=click.IntRange(min=0), required=True, help="Days.")
 @click.option("--project", "project_slug", default=None)
@@ -112,5 +147,12 @@ def purge_command(days: int, project_slug: str | None) -> None:
 
 
 # Flask-Migrate's `db` comes from the app itself (FlaskGroup looks there after these).
-for _command in (serve_command, keys_group, purge_command, demo_command, bench_command):
+for _command in (
+    serve_command,
+    keys_group,
+    conversations_group,
+    purge_command,
+    demo_command,
+    bench_command,
+):
     main.add_command(_command)

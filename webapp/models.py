@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
+    DDL,
     BigInteger,
     Boolean,
     ForeignKey,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     false,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -137,6 +139,8 @@ class ToolInvocation(db.Model):
         UniqueConstraint("message_id", "round_index", "sequence_index"),
         # Per-tool statistics and the tools page filter by project and function name.
         Index(None, "project_id", "function_name"),
+        # The calls explorer lists a project's calls newest first and pages by (time, id).
+        Index(None, "project_id", "created_at", "id"),
     )
 
     id: Mapped[int] = mapped_column(RowId, primary_key=True)
@@ -178,6 +182,13 @@ class ServiceCall(db.Model):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cached_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When the agent sent the service call and when its answer was complete (its latency).
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What the model said (text alongside its tool calls) and reasoned in this service call,
+    # when the agent sends it.
+    content: Mapped[str | None] = mapped_column(Text)
+    reasoning: Mapped[str | None] = mapped_column(Text)
     # Cost is fixed at ingestion, with the price source that produced it (prices change).
     cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(18, 9))
     price_source: Mapped[str | None] = mapped_column(String(64))
@@ -355,3 +366,97 @@ class OtelTurnTrace(db.Model):
     )
     trace_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+
+
+# --- Full-text search of tool calls (the calls explorer, docs/dashboard.md) ------------------
+#
+# Each database's own engine, kept in step by the database itself within the writing
+# transaction, so no write path can miss it (native and MessageTool writes, imports, the OTLP
+# projector's inserts, updates and deletes, purge and conversation deletes by cascade, the
+# bench's raw inserts):
+#
+# * SQLite: a contentless FTS5 table (rowid = tool_invocation.id) filled by triggers. Contentless,
+#   because the text is already in tool_invocation; detail=none, because a search is an AND of
+#   words: the index holds which calls contain a word, not where.
+# * PostgreSQL: a stored generated tsvector column and a GIN index over it: nothing to keep in
+#   step.
+#   tsvector (words), not pg_trgm (substrings): people search for words of an error or a
+#   result, and a trigram index of every result would be several times the size of the text.
+#
+# Both index the first SEARCH_CHARS characters of the arguments (JSON text) and of the result:
+# PostgreSQL refuses a tsvector over 1 MB, and a result that long is not read, it is searched
+# for a phrase near its start. Words, not stems ('simple' / unicode61): tool output is ids,
+# code and mixed languages. Both split words at ASCII punctuation and white space
+# (PostgreSQL's parser would keep `api.example.com` or `a_b` whole; the column's expression
+# turns punctuation into spaces first), so `example` finds `api.example.com` on both
+# (webapp.sql.search_words splits a search the same way). The migration that adds them fills
+# them for existing rows; the
+# statements are frozen there as they are here.
+
+SEARCH_CHARS = 100_000
+CALL_FTS = "tool_call_fts"
+
+_FTS_VALUES = "substr({row}.arguments, 1, {n}), substr({row}.response, 1, {n})"
+
+
+def _fts_values(row: str) -> str:
+    return _FTS_VALUES.format(row=row, n=SEARCH_CHARS)
+
+
+SQLITE_SEARCH_DDL = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {CALL_FTS} USING fts5("
+    "arguments, response, content='', detail=none, tokenize='unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER IF NOT EXISTS {CALL_FTS}_insert AFTER INSERT ON tool_invocation BEGIN "
+    f"INSERT INTO {CALL_FTS}(rowid, arguments, response) VALUES (new.id, {_fts_values('new')}); "
+    "END",
+    f"CREATE TRIGGER IF NOT EXISTS {CALL_FTS}_delete AFTER DELETE ON tool_invocation BEGIN "
+    f"INSERT INTO {CALL_FTS}({CALL_FTS}, rowid, arguments, response) "
+    f"VALUES ('delete', old.id, {_fts_values('old')}); END",
+    f"CREATE TRIGGER IF NOT EXISTS {CALL_FTS}_update AFTER UPDATE OF arguments, response "
+    f"ON tool_invocation BEGIN "
+    f"INSERT INTO {CALL_FTS}({CALL_FTS}, rowid, arguments, response) "
+    f"VALUES ('delete', old.id, {_fts_values('old')}); "
+    f"INSERT INTO {CALL_FTS}(rowid, arguments, response) VALUES (new.id, {_fts_values('new')}); "
+    "END",
+)
+SQLITE_SEARCH_DROP = (f"DROP TABLE IF EXISTS {CALL_FTS}",)
+
+# What PostgreSQL indexes: a stored generated column (computed once per write, so a row is
+# checked without recomputing it) and a GIN index over it.
+PG_SEARCH_COLUMN = "search_document"
+PG_SEARCH_EXPRESSION = (
+    "to_tsvector('simple'::regconfig, regexp_replace("
+    f"left(coalesce(arguments::text, ''), {SEARCH_CHARS}) || ' ' || "
+    f"left(coalesce(response, ''), {SEARCH_CHARS}), "
+    r"'[!-/:-@\[-`{-~]+', ' ', 'g'))"
+)
+PG_SEARCH_DOCUMENT = f"tool_invocation.{PG_SEARCH_COLUMN}"
+PG_SEARCH_INDEX = "ix_tool_invocation_search"
+PG_SEARCH_DDL = (
+    f"ALTER TABLE tool_invocation ADD COLUMN IF NOT EXISTS {PG_SEARCH_COLUMN} tsvector "
+    f"GENERATED ALWAYS AS ({PG_SEARCH_EXPRESSION}) STORED",
+    f"CREATE INDEX IF NOT EXISTS {PG_SEARCH_INDEX} ON tool_invocation "
+    f"USING gin ({PG_SEARCH_COLUMN})",
+)
+
+
+def is_search_object(name: str | None) -> bool:
+    """The search objects above, which the models do not declare (Alembic's comparison of
+    models and migrations leaves them out)."""
+    return bool(name) and (
+        name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN)
+    )
+
+
+for _statement in SQLITE_SEARCH_DDL:
+    event.listen(
+        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="sqlite")
+    )
+for _statement in PG_SEARCH_DDL:
+    event.listen(
+        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="postgresql")
+    )
+for _statement in SQLITE_SEARCH_DROP:
+    event.listen(
+        ToolInvocation.__table__, "before_drop", DDL(_statement).execute_if(dialect="sqlite")
+    )

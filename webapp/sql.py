@@ -4,16 +4,26 @@ durations, days), and the keyset condition every paged list uses."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from sqlalchemy import Float, Text, and_, cast, func, literal, or_
+from sqlalchemy import Float, Integer, Text, and_, cast, func, literal, or_, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.expression import FunctionElement
 
 from .db import JSONType, db
-from .models import Channel, Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
+from .models import (
+    CALL_FTS,
+    PG_SEARCH_DOCUMENT,
+    Channel,
+    Conversation,
+    Message,
+    ServiceCall,
+    ToolDefinition,
+    ToolInvocation,
+)
 
 TOOL = ToolInvocation.__table__
 MESSAGE = Message.__table__
@@ -104,3 +114,65 @@ def awaiting_response(call: Any) -> ColumnElement[bool]:
             ~cast(call.redactions, Text).like(f"%{CONTENT_NOT_CAPTURED}%"),
         ),
     )
+
+
+# --- full-text search of tool calls (the objects are in webapp/models.py) --------------------
+
+_WORD = re.compile(r"[^\W_]+")
+MAX_SEARCH_WORDS = 16
+
+
+def search_words(q: str) -> list[str]:
+    """The words of a search as both engines split text: runs of letters and digits (``_``,
+    punctuation and spaces separate them), lower-cased, at most MAX_SEARCH_WORDS."""
+    return [w.lower() for w in _WORD.findall(q)][:MAX_SEARCH_WORDS]
+
+
+def call_text_matches(table: Any, q: str, *, per_row: bool = False) -> ColumnElement[bool]:
+    """Calls whose arguments or result contain every word of ``q`` (whole words, any order,
+    case-insensitive). No word at all matches nothing.
+
+    SQLite: the matching ids as a set (read once, then looked up), or with ``per_row`` a check
+    of each row as the query walks them (for a word in most calls, where reading every
+    match first would cost more than the page)."""
+    words = search_words(q)
+    if not words:
+        return literal(False)
+    if dialect_name() == "sqlite":
+        query = " ".join(f'"{w}"' for w in words)
+        if per_row:
+            return text(
+                f"EXISTS (SELECT 1 FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query "
+                f"AND {CALL_FTS}.rowid = tool_invocation.id)"
+            ).bindparams(fts_query=query)
+        fts = text(f"SELECT rowid FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query")
+        return table.c.id.in_(fts.bindparams(fts_query=query).columns(rowid=Integer))
+    return text(
+        f"{PG_SEARCH_DOCUMENT} @@ plainto_tsquery('simple'::regconfig, :ts_query)"
+    ).bindparams(ts_query=" ".join(words))
+
+
+def search_match_count(q: str, cap: int) -> int | None:
+    """SQLite: how many calls of any project match ``q``, counted up to ``cap + 1`` (one
+    query, a few ms): whether a search is selective enough to drive the query from the index.
+    None on PostgreSQL, whose planner has statistics of its own."""
+    words = search_words(q)
+    if dialect_name() != "sqlite" or not words:
+        return None
+    query = " ".join(f'"{w}"' for w in words)
+    return db.session.execute(
+        text(
+            f"SELECT count(*) FROM (SELECT rowid FROM {CALL_FTS} "
+            f"WHERE {CALL_FTS} MATCH :fts_query LIMIT :cap)"
+        ),
+        {"fts_query": query, "cap": cap + 1},
+    ).scalar_one()
+
+
+def older_than(column: Any, now: Any, seconds: Any) -> ColumnElement[bool]:
+    """``column`` lies more than ``seconds`` (an SQL expression) before ``now``."""
+    if dialect_name() == "sqlite":
+        return func.julianday(column) < func.julianday(now) - cast(seconds, Float) / literal(
+            86_400.0
+        )
+    return column < now - func.make_interval(0, 0, 0, 0, 0, 0, seconds)

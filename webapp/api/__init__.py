@@ -24,6 +24,7 @@ bp = APIBlueprint(
 )
 
 from . import (  # noqa: E402,F401  (routes on bp)
+    calls,
     channels,
     conversations,
     message_tools,

@@ -181,6 +181,23 @@ def conversation_get(path: ConversationPath):
     return jsonify(_conversation_detail(g.project.id, path.cid))
 
 
+@bp.delete(
+    "/conversations/<cid>",
+    tags=[TAG],
+    summary="Delete a conversation with its messages, tool calls, usage and OTLP data",
+    responses={204: None, **error_responses(404, 422, 503)},
+)
+@endpoint(write=True)
+def conversation_delete(path: ConversationPath):
+    """Removes the conversation, its messages, tool calls and usage, and the raw OpenTelemetry
+    spans and log records projected into it. 404 if there is no such conversation; all or
+    nothing."""
+    found = find_conversation(g.project.id, external_id=path.cid)
+    if found is None or not ingest.delete_conversation(g.project.id, found.id):
+        raise ApiError(404, f"conversation {path.cid!r} not found in this project")
+    return "", 204
+
+
 @bp.post(
     "/conversations/<cid>/messages",
     tags=[TAG],

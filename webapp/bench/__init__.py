@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import otlp, raw_insert, redaction, replay  # noqa: F401  (each registers its section)
+from . import otlp, raw_insert, redaction, replay, search  # noqa: F401  (each registers its section)
 from .load import LoadGenerator
 from .sections import SECTIONS, BenchContext, Figure
 from .server import (
@@ -32,6 +32,7 @@ from .server import (
     prepare_database,
     require_loopback,
     scratch_postgres,
+    scratch_project,
     scratch_sqlite,
     worker_memory,
 )
@@ -88,7 +89,22 @@ class Target:
     default=None,
     help="Drive this running server (loopback only) instead of starting gunicorn.",
 )
-@click.option("--key", default=None, help="API key for --url.")
+@click.option(
+    "--key",
+    default=None,
+    help="Not needed any more: with --url the bench makes a key for its own scratch project.",
+)
+@click.option(
+    "--server-database-url",
+    default=None,
+    help="With --url: the database that server uses (default: this command's "
+    "TOOLSCOPE_DATABASE_URL); the bench's scratch project is made there.",
+)
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Keep what the run wrote: the scratch project (--url) or the scratch databases.",
+)
 @click.option(
     "--database-url",
     default=None,
@@ -116,6 +132,13 @@ class Target:
     show_default=True,
     help="Threads per gthread worker.",
 )
+@click.option(
+    "--search-calls",
+    type=click.IntRange(1_000, MAX_CALLS),
+    default=None,
+    help="calls-search: calls to search over (default 1,000,000 on SQLite, 200,000 on "
+    "PostgreSQL).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def command(
     seconds: float,
@@ -123,16 +146,19 @@ def command(
     concurrency: int,
     url: str | None,
     key: str | None,
+    server_database_url: str | None,
+    keep: bool,
     database_url: str | None,
     only: tuple[str, ...],
     workers: int,
     worker_class: str,
     threads: int,
+    search_calls: int | None,
     as_json: bool,
 ) -> None:
     """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
-    if bool(url) != bool(key):
-        raise click.UsageError("--url and --key go together")
+    if key and not url:
+        raise click.UsageError("--key goes with --url")
     sections = [SECTIONS[name] for name in (only or SECTIONS)]
     run_id = f"bench-{secrets.token_hex(3)}"
     server_options = {"workers": workers, "worker_class": worker_class, "threads": threads}
@@ -140,16 +166,23 @@ def command(
     def say(line: str) -> None:
         click.echo(line, err=True)
 
+    if key:
+        say("  --key is not needed: the bench makes a key for a scratch project of its own")
     reports: list[TargetReport] = []
     try:
         if url:
             require_loopback(url)
         needs_load = any(s.needs_server for s in sections)
         with LoadGenerator(concurrency) if needs_load else contextlib.nullcontext() as load:
-            for target_cm in _targets(url, key, database_url, sections, server_options):
+            targets = _targets(
+                url, server_database_url, database_url, sections, server_options, keep, run_id, say
+            )
+            for target_cm in targets:
                 with target_cm as target:
                     say(f"{target.name}: {target.server.description if target.server else ''}")
-                    report = _run_target(target, sections, load, seconds, calls, run_id, say)
+                    report = _run_target(
+                        target, sections, load, seconds, calls, run_id, say, search_calls
+                    )
                     reports.append(report)
     except (BenchSetupError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -160,31 +193,53 @@ def command(
 
 def _targets(
     url: str | None,
-    key: str | None,
+    server_database_url: str | None,
     database_url: str | None,
     sections: list[Any],
     server_options: dict[str, Any],
+    keep: bool,
+    run_id: str,
+    say: Any,
 ) -> Iterator[contextlib.AbstractContextManager[Target]]:
     if url:
-        assert key is not None
-        yield _url_target(url, key, database_url)
+        yield _url_target(url, server_database_url, database_url, keep, run_id, say)
         return
     needs_server = any(s.needs_server for s in sections)
-    yield _own_target("sqlite", scratch_sqlite(), needs_server, server_options)
+    yield _own_target("sqlite", scratch_sqlite(keep, say), needs_server, server_options)
     if database_url:
         yield _own_target(
-            "postgresql", scratch_postgres(database_url), needs_server, server_options
+            "postgresql", scratch_postgres(database_url, keep, say), needs_server, server_options
         )
 
 
 @contextlib.contextmanager
-def _url_target(url: str, key: str, database_url: str | None) -> Iterator[Target]:
-    server = Server(base_url=url.rstrip("/"), key=key, description=f"running server at {url}")
+def _url_target(
+    url: str,
+    server_database_url: str | None,
+    database_url: str | None,
+    keep: bool,
+    run_id: str,
+    say: Any,
+) -> Iterator[Target]:
+    """The running server, posting into a scratch project of the run's own in that server's
+    database, deleted afterwards (unless --keep): nothing lands in the user's projects."""
+    base_url = url.rstrip("/")
+    server_db = server_database_url or _configured_database_url()
     with contextlib.ExitStack() as stack:
+        key = stack.enter_context(scratch_project(server_db, base_url, run_id, keep=keep, say=say))
+        server = Server(base_url=base_url, key=key, description=f"running server at {url}")
         raw_url = stack.enter_context(scratch_postgres(database_url)) if database_url else None
         if raw_url:
             prepare_database(raw_url)
-        yield Target("url", raw_url, server, None)
+        yield Target("url", raw_url, server, server_db)
+
+
+def _configured_database_url() -> str:
+    """The database this command is configured with (TOOLSCOPE_DATABASE_URL, else the
+    default), which a server on this machine started the same way uses too."""
+    from .. import create_app
+
+    return create_app().config["DATABASE_URL"]
 
 
 @contextlib.contextmanager
@@ -211,6 +266,7 @@ def _run_target(
     calls: int | None,
     run_id: str,
     say: Any,
+    search_calls: int | None = None,
 ) -> TargetReport:
     server = target.server
     report = TargetReport(
@@ -228,6 +284,7 @@ def _run_target(
         run_id=run_id,
         say=say,
         server_database_url=target.server_database_url,
+        search_calls=search_calls,
     )
     for section in sections:
         if section.needs_server and server is None:

@@ -38,6 +38,8 @@ class BenchContext:
     say: Callable[[str], None] = print
     # The database the server writes to, when the bench started it (None for --url).
     server_database_url: str | None = None
+    # calls-search: how many calls to search over (None: the section's default).
+    search_calls: int | None = None
 
 
 @dataclass

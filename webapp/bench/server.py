@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
@@ -66,13 +67,80 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def scratch_sqlite() -> Iterator[str]:
+def scratch_sqlite(keep: bool = False, say: Any = print) -> Iterator[str]:
+    if keep:
+        directory = tempfile.mkdtemp(prefix="toolscope-bench-")
+        url = f"sqlite:///{Path(directory) / 'bench.db'}"
+        yield url
+        say(f"  kept the scratch database {url} (--keep)")
+        return
     with tempfile.TemporaryDirectory(prefix="toolscope-bench-") as directory:
         yield f"sqlite:///{Path(directory) / 'bench.db'}"
 
 
 @contextlib.contextmanager
-def scratch_postgres(server_url: str) -> Iterator[str]:
+def scratch_project(
+    database_url: str, base_url: str, run_id: str, *, keep: bool, say: Any = print
+) -> Iterator[str]:
+    """A project of the run's own (`bench-<run id>`) with a key, in the database of the server
+    at `base_url`; the key is checked against the server (which must use that database), and
+    the project is deleted with every row the run wrote into it afterwards, unless `keep`."""
+    from .. import create_app
+    from ..auth import create_key, get_or_create_project
+    from ..db import begin_write, db
+    from ..models import Project
+
+    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "bench"})
+    slug = f"{run_id}"
+    with app.app_context():
+        try:
+            project = get_or_create_project(slug)
+            project_id = project.id
+            _key, plain = create_key(project, "bench")
+            db.session.commit()
+        finally:
+            db.session.remove()
+    try:
+        status = _status(base_url, "/api/v1/calls?limit=1", plain)
+        if status != 200:
+            raise BenchSetupError(
+                f"the server at {base_url} does not accept a key made in {_safe(database_url)} "
+                f"(HTTP {status}): run the bench with the server's database "
+                "(--server-database-url or the server's TOOLSCOPE_DATABASE_URL)"
+            )
+        yield plain
+    finally:
+        with app.app_context():
+            try:
+                if keep:
+                    say(f"  kept the bench's project {slug!r} (--keep)")
+                else:
+                    begin_write()
+                    db.session.execute(sa.delete(Project).where(Project.id == project_id))
+                    db.session.commit()
+            finally:
+                db.session.remove()
+                db.engine.dispose()
+
+
+def _status(base_url: str, path: str, key: str) -> int:
+    parts = urlsplit(base_url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {key}"})
+        return conn.getresponse().status
+    except OSError as exc:
+        raise BenchSetupError(f"cannot reach the server at {base_url}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _safe(database_url: str) -> str:
+    return sa.engine.make_url(database_url).render_as_string(hide_password=True)
+
+
+@contextlib.contextmanager
+def scratch_postgres(server_url: str, keep: bool = False, say: Any = print) -> Iterator[str]:
     """A database of its own on the PostgreSQL server of `server_url`, dropped afterwards
     (needs the CREATEDB privilege); the database named in the URL is never written to."""
     admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
@@ -88,8 +156,11 @@ def scratch_postgres(server_url: str) -> Iterator[str]:
             sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
         )
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if keep:
+            say(f"  kept the scratch database {name!r} (--keep)")
+        else:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
 
 

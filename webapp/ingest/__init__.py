@@ -32,6 +32,7 @@ from .conversations import (
     touch_conversations,
     update_conversation,
 )
+from .deletes import delete_conversation
 from .errors import Conflict, Invalid, RaceLost
 from .messages import MessageDraft
 from .usage import UsageDraft
@@ -58,6 +59,7 @@ __all__ = [
     "UsageDraft",
     "WriteContext",
     "clean_text",
+    "delete_conversation",
     "ensure_channel",
     "ensure_conversation",
     "load_rules",

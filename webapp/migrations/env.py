@@ -46,6 +46,12 @@ def get_metadata():
     return target_db.metadata
 
 
+def include_name(name, type_, parent_names):
+    from webapp.models import is_search_object
+
+    return not is_search_object(name)
+
+
 def run_migrations_offline():
     """Run migrations in 'offline' mode.
 
@@ -86,6 +92,8 @@ def run_migrations_online():
                 logger.info('No changes in schema detected.')
 
     conf_args = current_app.extensions['migrate'].configure_args
+    # The full-text search objects are not declared by the models (see webapp/models.py).
+    conf_args.setdefault("include_name", include_name)
     if conf_args.get("process_revision_directives") is None:
         conf_args["process_revision_directives"] = process_revision_directives
 

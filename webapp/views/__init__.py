@@ -2,11 +2,12 @@
 
 One blueprint per area, made by ``security.dashboard_blueprint`` (login guard and security
 headers): ``conversations`` (list, timeline, call detail, live view, the conversation's
-charts), ``replay`` (preview and comparison), ``tools`` (table, one tool, its charts), ``costs``
-(the Costs page and price overrides), ``settings`` (keys, redaction rules, channel windows,
-projects), ``login`` (password login, logout, project switcher) and ``assets`` (plotly.js from
-the installed package). Reads come from ``webapp.queries``; view models live next to the views
-that use them; ``common`` holds what every view shares (page, fragment or JSON twin).
+charts, ``/c/<id>``, delete), ``calls`` (the calls explorer), ``replay`` (preview and
+comparison), ``tools`` (table, one tool, its charts), ``costs`` (the Costs page and price
+overrides), ``settings`` (keys, redaction rules, channel windows, projects), ``login``
+(password login, logout, project switcher) and ``assets`` (plotly.js from the installed
+package). Reads come from ``webapp.queries``; view models live next to the views that use
+them; ``common`` holds what every view shares (page, fragment or JSON twin).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from . import formatting
 
 
 def register(app: Flask) -> None:
-    from . import assets, conversations, costs, login, replay, settings, tools
+    from . import assets, calls, conversations, costs, login, replay, settings, tools
+    from .conversations.address import AnyIdConverter
 
-    for area in (conversations, replay, tools, costs, settings, login, assets):
+    # Before the blueprints: their rules are built with the app's converters.
+    app.url_map.converters["anyid"] = AnyIdConverter
+    for area in (conversations, calls, replay, tools, costs, settings, login, assets):
         app.register_blueprint(area.bp)
 
     formatting.init_app(app)
@@ -31,6 +35,7 @@ def register(app: Flask) -> None:
 def _template_helpers(app: Flask) -> None:
     from .assets import PLOTLY_VERSION
     from .context import current_project, switcher_projects
+    from .conversations.address import conversation_address
     from .highlight import render_value
 
     def static_url(filename: str) -> str:
@@ -49,6 +54,7 @@ def _template_helpers(app: Flask) -> None:
         static_url=static_url,
         plotly_url=plotly_url,
         render_json=render_json,
+        conversation_address=conversation_address,
         current_project=current_project,
         switcher_projects=switcher_projects,
         toolscope_version=__version__,

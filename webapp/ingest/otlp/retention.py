@@ -39,6 +39,32 @@ def purge_raw(conversation_ids: Any, cutoff: datetime, project_ids: Any = None) 
     """Delete the raw rows of the conversations selected by `conversation_ids` (a SELECT of
     ids, run before they are deleted), and unattached raw rows received before `cutoff`.
     Returns (spans, log records) deleted. Does not commit."""
+    spans, logs = delete_raw_of(conversation_ids)
+    attached = select(TURN_TRACE.c.trace_id)
+    for table in (SPAN, LOG):
+        stmt = delete(table).where(
+            table.c.received_at < cutoff,
+            ~exists(
+                attached.where(
+                    TURN_TRACE.c.project_id == table.c.project_id,
+                    TURN_TRACE.c.trace_id == table.c.trace_id,
+                )
+            ),
+        )
+        if project_ids is not None:
+            stmt = stmt.where(table.c.project_id.in_(project_ids))
+        count = db.session.execute(stmt).rowcount
+        spans += count if table is SPAN else 0
+        logs += count if table is LOG else 0
+    _delete_bare_links()
+    return spans, logs
+
+
+def delete_raw_of(conversation_ids: Any) -> tuple[int, int]:
+    """Delete the raw spans, log records and links of the traces projected into the
+    conversations selected by `conversation_ids` (a SELECT of ids, run before the conversations
+    are deleted); a trace that also feeds a conversation that stays is kept. Returns (spans,
+    log records) deleted. Does not commit."""
     purged_turns = select(TURN.c.id).where(TURN.c.conversation_id.in_(conversation_ids))
     kept = TURN_TRACE.alias("kept")
     traces = select(TURN_TRACE.c.project_id, TURN_TRACE.c.trace_id).where(
@@ -57,24 +83,11 @@ def purge_raw(conversation_ids: Any, cutoff: datetime, project_ids: Any = None) 
         count = _delete_traces(table, traces)
         spans += count if table is SPAN else 0
         logs += count if table is LOG else 0
+    return spans, logs
 
-    attached = select(TURN_TRACE.c.trace_id)
-    for table in (SPAN, LOG):
-        stmt = delete(table).where(
-            table.c.received_at < cutoff,
-            ~exists(
-                attached.where(
-                    TURN_TRACE.c.project_id == table.c.project_id,
-                    TURN_TRACE.c.trace_id == table.c.trace_id,
-                )
-            ),
-        )
-        if project_ids is not None:
-            stmt = stmt.where(table.c.project_id.in_(project_ids))
-        count = db.session.execute(stmt).rowcount
-        spans += count if table is SPAN else 0
-        logs += count if table is LOG else 0
-    # Links of traces that have no rows left.
+
+def _delete_bare_links() -> None:
+    """Links of traces that have no rows left."""
     db.session.execute(
         delete(LINK).where(
             ~exists(
@@ -89,4 +102,3 @@ def purge_raw(conversation_ids: Any, cutoff: datetime, project_ids: Any = None) 
             ),
         )
     )
-    return spans, logs

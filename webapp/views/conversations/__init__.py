@@ -8,4 +8,4 @@ from ..security import dashboard_blueprint
 
 bp = dashboard_blueprint("conversations", __name__)
 
-from . import calls, charts, listing, timeline, trace  # noqa: E402,F401  (routes register on bp)
+from . import address, calls, charts, delete, listing, timeline, trace  # noqa: E402,F401  (routes register on bp)

@@ -14,6 +14,7 @@ from ..context import current_project
 from ..highlight import render_text, render_value
 from . import bp
 from . import timeline_model as model
+from .address import conversation_address
 from .badges import call_badges, citations
 
 
@@ -44,6 +45,16 @@ def _detail_data(detail: queries.CallDetail) -> dict:
         "response_text": detail.response,
         "token_method": detail.token_method,
         "arguments_bytes": detail.arguments_bytes,
+        # Both ids of the call's conversation (None: the call is not attached yet).
+        "conversation": (
+            {
+                "id": detail.conversation_id,
+                "external_id": detail.conversation_external_id,
+                "address": conversation_address(detail.conversation_external_id or ""),
+            }
+            if detail.conversation_id is not None
+            else None
+        ),
     }
 
 
@@ -57,7 +68,14 @@ def call_get(call_id: int, fmt: str):
         page="conversations/call.html",
         fragment="conversations/_call_detail.html",
         fmt=fmt,
-        json_keys=("call", "response_text", "badges", "duration_ms", "token_method"),
+        json_keys=(
+            "call",
+            "response_text",
+            "badges",
+            "duration_ms",
+            "token_method",
+            "conversation",
+        ),
     )
 
 
