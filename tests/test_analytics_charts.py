@@ -200,6 +200,14 @@ def test_result_sizes_chart_boxes_from_percentiles() -> None:
         [1000, 100],
     )
     assert chart.table.rows[0] == ("fetch", 2, 650.0, 300, 300, 300, 1000, 1000, 1000)
+    # Sizes span orders of magnitude: one large tool must not flatten the others.
+    assert figure(chart)["layout"]["yaxis"]["type"] == "log"
+
+
+def test_result_sizes_of_zero_are_drawn_at_one_on_the_log_axis() -> None:
+    sizes = [ResultSizes("empty", 2, 0.0, 0, 0, {25: 0, 50: 0, 75: 0, 90: 0})]
+    box = figure(project_charts.result_sizes_chart(sizes))["data"][0]
+    assert box["lowerfence"] == box["median"] == box["upperfence"] == [1]
 
 
 def test_error_rate_chart_has_gaps_on_days_without_calls() -> None:
@@ -241,6 +249,12 @@ def test_csv_rows_equal_the_table_and_json() -> None:
         "output_tokens": 82,
         "tool_result_tokens": 1450,
     }
+
+
+def test_error_rate_axis_ticks_show_fractions_of_a_percent() -> None:
+    chart = project_charts.error_rate_chart(activity_rows(), [D1, D2, D3])
+    # ".0%" printed 0.002 as "0%" on every tick of a low error rate.
+    assert figure(chart)["layout"]["yaxis"]["tickformat"] == ".2~%"
 
 
 def test_error_rate_of_a_single_tool_is_not_repeated_as_all_tools() -> None:

@@ -101,7 +101,7 @@ def test_every_scenario_is_a_conversation(session):
 
 def test_two_channels_with_their_freshness_windows(session):
     channels = dict(session.execute(select(Channel.name, Channel.freshness_seconds)).all())
-    assert channels == {"support-bot": 300, "live-dashboard": 30}
+    assert channels == {"support-bot": 45 * 86_400, "orders": 300, "live-dashboard": 30}
     live = session.scalars(
         select(Conversation.external_id)
         .join(Channel, Channel.id == Conversation.channel_id)
@@ -199,9 +199,89 @@ def test_stale_and_fresh_results_relative_to_the_load(session):
         ]
 
     assert all(a > timedelta(minutes=5) for a in age("demo-order-status"))
-    assert all(timedelta(0) < a < timedelta(minutes=5) for a in age("demo-weather-parallel"))
+    assert all(
+        timedelta(days=1) < a < timedelta(days=1, minutes=5) for a in age("demo-weather-parallel")
+    )
     live = sorted(age("demo-live-metrics"))
     assert live[0] < timedelta(seconds=30) < live[1] < timedelta(minutes=5)
+
+
+def replay_stats(demo_app: Any, conversation_id: str, as_of: datetime) -> dict[str, Any]:
+    from webapp.auth import create_key, get_or_create_project
+
+    with demo_app.app_context():
+        key, plain = create_key(get_or_create_project("default"), "test")
+        db.session.commit()
+        key_id = key.id
+    response = demo_app.test_client().get(
+        f"/api/v1/conversations/{conversation_id}/replay",
+        query_string={"as_of": as_of.isoformat()},
+        headers={"Authorization": f"Bearer {plain}"},
+    )
+    with demo_app.app_context():  # the module's demo stays as loaded (one key)
+        db.session.execute(sa.delete(ApiKey).where(ApiKey.id == key_id))
+        db.session.commit()
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()["stats"]
+
+
+# Conversations whose point is staleness: the order status (its one result is older than the
+# `orders` window) and live metrics (30 s); an in-progress run, a cancelled one and a failed one
+# replay nothing of their unfinished run by design (per-run persistence).
+STALE_BY_DESIGN = {"demo-order-status", "demo-live-metrics"}
+NOT_REPLAYED_BY_DESIGN = {"demo-in-progress", "demo-cancelled-run", "demo-failed-run"}
+SERVER_CLOCK = {"demo-sdk-message-tools"}
+
+
+@pytest.mark.parametrize("days_later", [0, 14])
+def test_the_demo_replays_its_calls_for_weeks_after_loading(demo_app, days_later):
+    """Its replays used to say "0 / N calls replayed" five minutes after loading."""
+    as_of = LOADED_AT + timedelta(days=days_later, minutes=10)
+    for conversation_id in sorted(
+        set(SCENARIOS) - STALE_BY_DESIGN - NOT_REPLAYED_BY_DESIGN - SERVER_CLOCK
+    ):
+        stats = replay_stats(demo_app, conversation_id, as_of)
+        assert stats["calls_included"] > 0, (conversation_id, stats["calls_omitted"])
+        assert "stale" not in stats["calls_omitted"], (conversation_id, stats)
+    order = replay_stats(demo_app, "demo-order-status", as_of)
+    assert order["calls_included"] == 0 and order["calls_omitted"] == {"stale": 1}
+    # The MessageTool API takes no timestamps: those calls carry the server's clock.
+    sdk = replay_stats(
+        demo_app, "demo-sdk-message-tools", datetime.now(UTC) + timedelta(days=days_later)
+    )
+    assert sdk["calls_included"] > 0 and not sdk["calls_omitted"]
+
+
+def test_the_demo_spans_four_weeks(session):
+    days = {m.created_at.date() for m in session.scalars(select(Message)) if m.role == "assistant"}
+    assert len(days) >= 20
+    assert (max(days) - min(days)).days >= 26
+
+
+def test_token_counts_fit_the_models_context_windows(session):
+    from webapp.analytics.windows import context_window
+
+    for sc in session.scalars(select(ServiceCall)):
+        window = context_window(sc.model, sc.provider)
+        assert window is not None, sc.model
+        assert (sc.input_tokens or 0) + (sc.output_tokens or 0) <= window.tokens, (
+            sc.model,
+            sc.input_tokens,
+        )
+
+
+def test_a_demo_older_than_a_day_is_re_timed_when_asked(app):
+    load_demo(app, "default", now=LOADED_AT)
+    before = row_counts(app)
+    later = LOADED_AT + timedelta(days=3)
+    same_day = load_demo(
+        app, "default", now=LOADED_AT + timedelta(hours=2), refresh_after=timedelta(days=1)
+    )
+    assert same_day.refreshed_from is None and same_day.deleted == 0
+    report = load_demo(app, "default", now=later, refresh_after=timedelta(days=1))
+    assert report.refreshed_from == LOADED_AT and report.loaded_at == later
+    assert report.deleted == len(SCENARIOS)
+    assert row_counts(app) == before
 
 
 def test_a_very_large_result_under_the_limit(demo_app, session):
@@ -335,13 +415,13 @@ def test_reset_reloads_relative_to_now(app):
 def test_cli_prints_a_key_only_when_the_project_has_none(app, runner):
     first = runner.invoke(main, args=["demo"])
     assert first.exit_code == 0, first.output
-    assert "14 conversations loaded" in first.output
+    assert f"{len(SCENARIOS)} conversations loaded" in first.output
     keys = [word for word in first.output.split() if word.startswith("ts_")]
     assert len(keys) == 1
 
     second = runner.invoke(main, args=["demo"])
     assert second.exit_code == 0, second.output
-    assert "0 conversations loaded, 14 already there" in second.output
+    assert f"0 conversations loaded, {len(SCENARIOS)} already there" in second.output
     assert "ts_" not in second.output
     with app.app_context():
         assert db.session.scalar(select(func.count()).select_from(ApiKey)) == 1

@@ -234,3 +234,24 @@ def test_formatting():
     assert formatting.number(1234567) == "1,234,567"
     assert formatting.ago(NOW - timedelta(minutes=3), NOW) == "3 min ago"
     assert formatting.timestamp(NOW) == "2026-03-10 12:00:00 UTC"
+
+
+def test_error_rates_are_never_shown_as_zero_nor_red_without_errors():
+    # 2 errors in 5,000 calls used to read "0.0%" (in red).
+    assert formatting.percent(2 / 5000) == "<0.1%"
+    assert formatting.percent(0.0) == "0%"
+    assert formatting.percent(0.125) == "12.5%"
+    assert formatting.error_level(0.0) == ""
+    assert formatting.error_level(None) == ""
+    assert formatting.error_level(2 / 5000) == "text-warn"
+    assert formatting.error_level(formatting.ERROR_RATE_ALERT) == "text-error"
+
+
+def test_ages_are_human_readable_with_the_exact_time_in_the_title():
+    html = str(formatting.age(NOW - timedelta(days=2, hours=3), NOW))
+    assert html == (
+        '<time datetime="2026-03-08T09:00:00+00:00" title="2026-03-08 09:00:00 UTC">'
+        "2 d ago</time>"
+    )
+    assert formatting.ago(NOW - timedelta(seconds=5), NOW) == "5 s ago"
+    assert formatting.ago(NOW - timedelta(hours=5), NOW) == "5 h ago"

@@ -6,6 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import factories as f
 from dashboard_support import dashboard_fixture, data, page  # noqa: F401
+from sqlalchemy import update
+
+from webapp.db import db
+from webapp.models import ToolInvocation
 
 
 def latency_conversation(project_id: int, external_id: str, durations: list[float]) -> None:
@@ -91,3 +95,22 @@ def test_tool_names_are_text_and_urls_are_encoded(app, dashboard, project_key):
     assert link.text == name
     drill = page(dashboard.get(link.get("href")))
     assert drill.one("h1").text == name
+
+
+def test_error_rates_are_red_only_from_the_alert_threshold(app, dashboard, project_key):
+    # tool_0: 1 error in 200 calls (0.5%, amber); tool_1: none (plain, never red).
+    with data(app):
+        f.big_conversation(project_key.project_id, "rates", turns=1, rounds=200, parallel=2)
+        T = ToolInvocation
+        db.session.execute(update(T).values(is_error=False))
+        db.session.execute(
+            update(T).where(T.function_name == "tool_0", T.round_index == 7).values(is_error=True)
+        )
+    doc = page(dashboard.get("/tools"))
+    cells = {
+        row.select("td")[0].text.strip(): row.select("td") for row in doc.select("tbody tr")
+    }
+    rate_cell = next(c for c in cells["tool_0"] if "(1)" in c.text)
+    assert rate_cell.select("span")[0].get("class") == "text-warn"
+    assert "0.5%" in rate_cell.text
+    assert not any(c.select(".text-error") for c in cells["tool_1"])

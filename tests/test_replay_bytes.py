@@ -33,6 +33,7 @@ from webapp.db import db
 from webapp.demo import load_demo
 from webapp.models import Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
 from webapp.queries.conversations import find_conversation
+from webapp.queries.histories import _json_and_compact, _json_object
 from webapp.replay import replay
 from webapp.replay.export import ReplayQuery, build_replay, export_document
 from webapp.replay.history import History
@@ -75,6 +76,35 @@ def standard(value: object) -> bytes:
 def test_dumps_ascii_is_the_standard_librarys_encoding(value):
     assert dumps_ascii(value) == standard(value)
     assert dumps_ascii(value, newline=True) == standard(value) + b"\n"
+
+
+STORED_NUMBERS = (
+    st.integers()
+    | st.integers(min_value=2**63 - 5, max_value=2**64 + 5)
+    | st.integers(min_value=10**19, max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1e-05, 1e16, 1e15, 0.0001, -0.0, 5e-324, 1.7976931348623157e308])
+)
+# What a JSON column can hold: string keys, no NaN or Infinity (ingestion refuses them).
+STORED_VALUES = st.recursive(
+    st.none() | st.booleans() | STORED_NUMBERS | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(STORED_VALUES, st.booleans())
+def test_the_loader_reads_stored_json_as_the_standard_parser_does(value, compact):
+    # The text as SQLite's JSON type stores it (json.dumps), or compact; the loader's value
+    # and compact text are the standard parser's and jsonfast.dumps of it, big integers and
+    # floats included.
+    text = json.dumps(value, separators=(",", ":") if compact else None)
+    expected = json.loads(text)
+    parsed, encoded = _json_and_compact(text)
+    assert encoded == dumps(expected)
+    assert dumps(parsed) == dumps(expected)
+    assert dumps(_json_object(text)) == dumps(expected)
 
 
 @settings(max_examples=2000, deadline=None)

@@ -21,6 +21,7 @@ from webapp.replay import (
 from webapp.replay.build import latest_moment, sorted_messages
 from webapp.replay.formats import payload_messages
 from webapp.replay.names import name_is_valid, tool_name_map
+from webapp.replay.validate import Memo
 
 try:  # tests/ is on sys.path when pytest imports test modules by path
     from replay_strategies import as_it_stood, event_times, histories, options
@@ -126,8 +127,11 @@ def test_naive_lint_finds_problems_whenever_raw_rows_are_broken(
         codes = {p.code for p in problems}
         assert codes & {"unanswered_call", "empty_id", "duplicate_id"}, problems
     # ...while the real replay of the same rows is fine.
-    real = validate(replay(h, o).payload, fmt)
+    memo = Memo()
+    real = validate(replay(h, o).payload, fmt, memo)
     assert [p for p in real if p.code != "empty_payload"] == []
+    # The export checks the naive payload with what the real one's check learned: the same.
+    assert naive_replay_problems(h, o, memo) == problems
 
 
 def _names(h: History) -> set[str]:

@@ -14,6 +14,7 @@ from webapp.replay import (
     replay,
     validate,
 )
+from webapp.replay.validate import Memo
 
 try:  # tests/ is on sys.path when pytest imports test modules by path
     from replay_strategies import assistant, call, history, user
@@ -24,7 +25,13 @@ FORMATS = ("openai-chat", "openai-responses", "anthropic")
 
 
 def codes(payload: Any, fmt: str) -> list[str]:
-    return [p.code for p in validate(payload, fmt)]
+    problems = validate(payload, fmt)
+    # A memo that has seen the payload (its arguments and names) changes nothing: every
+    # payload of this file is checked both ways.
+    memo = Memo()
+    assert validate(payload, fmt, memo) == problems
+    assert validate(payload, fmt, memo) == problems
+    return [p.code for p in problems]
 
 
 def tc(call_id: str, arguments: Any = "{}", name: str = "search") -> dict[str, Any]:
@@ -274,7 +281,12 @@ def test_naive_replay_shows_what_the_raw_rows_would_break(fmt: str) -> None:
     options = ReplayOptions(format=fmt, freshness_seconds=None)
     problems = {p.code for p in naive_replay_problems(troubled_history(), options)}
     assert {"empty_id", "duplicate_id", "unanswered_call"} <= problems
-    assert validate(replay(troubled_history(), options).payload, fmt) == []
+    memo = Memo()
+    assert validate(replay(troubled_history(), options).payload, fmt, memo) == []
+    # With the memo of the replay's validation (as the export runs it), the same problems.
+    assert naive_replay_problems(troubled_history(), options, memo) == naive_replay_problems(
+        troubled_history(), options
+    )
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

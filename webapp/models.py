@@ -182,6 +182,13 @@ class ServiceCall(db.Model):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cached_tokens: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When the agent sent the service call and when its answer was complete (its latency).
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What the model said (text alongside its tool calls) and reasoned in this service call,
+    # when the agent sends it.
+    content: Mapped[str | None] = mapped_column(Text)
+    reasoning: Mapped[str | None] = mapped_column(Text)
     # Cost is fixed at ingestion, with the price source that produced it (prices change).
     cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(18, 9))
     price_source: Mapped[str | None] = mapped_column(String(64))

@@ -147,8 +147,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "REPLAY_RESULT_TOKEN_CAP",
         2000,
-        "Per-result token cap that the timeline's 'would be truncated' badge forecasts (seed "
-        "004's default); empty turns the badge off. The replay preview has its own option.",
+        "Per-result token cap that the timeline's 'would be truncated' badge forecasts (a "
+        "result longer than this many tokens is cut by the replay's truncation rule); empty "
+        "turns the badge off. The replay preview has its own option.",
         _optional_int,
     ),
     Setting(

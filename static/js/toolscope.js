@@ -1,6 +1,7 @@
 // Toolscope's own few lines of script: Plotly charts rendered when they scroll into view
 // (plotly.js itself loaded on first need), copy buttons, the call panel's close button and
-// de-duplication of list rows that the live view re-sends. Everything else is htmx.
+// de-duplication of list rows that the live view re-sends, and the timeline's navigation (deep
+// links that load the window holding their target, "collapse all"). Everything else is htmx.
 "use strict";
 
 (function () {
@@ -132,6 +133,99 @@
     }
   });
 
+  // --- Timeline navigation -------------------------------------------------------------
+  // The element ids of the timeline that an address can name: #turn-12, #msg-<id>,
+  // #round-<message id>-<round>, #call-<id>. One not on the page (a turn beyond the first
+  // window) is opened by asking the server for the window that holds it (?at=...).
+  const ANCHOR = /^(turn-[1-9]\d*|msg-\d+|round-\d+-\d+|call-\d+)$/;
+
+  function focusAnchor(id, smooth) {
+    const target = document.getElementById(id);
+    if (!target) return false;
+    const box = target.classList.contains("turn-label") ? target.closest(".msg") : target;
+    document.querySelectorAll(".focused").forEach(function (e) { e.classList.remove("focused"); });
+    box.classList.add("focused");
+    const message = box.closest(".msg");
+    if (message) message.classList.add("expanded");
+    box.scrollIntoView({ block: "start", behavior: smooth ? "smooth" : "auto" });
+    return true;
+  }
+
+  function openAnchor(id, push) {
+    if (focusAnchor(id, push)) {
+      if (push) history.pushState(null, "", "#" + id);
+      return;
+    }
+    const url = new URL(window.location.href);
+    if (url.searchParams.get("at") === id) {
+      // The window holds the target's message, but a call beyond the first chunk of a long
+      // run is not loaded yet: bring the run's next chunk into view (htmx loads it on
+      // "revealed"), and look again when it has settled.
+      const timeline = document.getElementById("timeline");
+      const message = timeline && timeline.dataset.anchorMessage;
+      const loader = message && document.querySelector("#run-" + message + " > .loader");
+      if (loader) {
+        pendingAnchor = id;
+        loader.scrollIntoView({ block: "end" });
+      }
+      return;
+    }
+    url.searchParams.set("at", id);
+    url.searchParams.delete("cursor");
+    url.hash = id;
+    window.location.assign(url.toString());
+  }
+
+  function followHash() {
+    const timeline = document.getElementById("timeline");
+    const id = decodeURIComponent(window.location.hash.slice(1));
+    if (!timeline || !ANCHOR.test(id)) return;
+    openAnchor(id, false);
+  }
+
+  window.addEventListener("hashchange", followHash);
+
+  let pendingAnchor = null;
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!pendingAnchor) return;
+    const id = pendingAnchor;
+    pendingAnchor = null;
+    openAnchor(id, false);
+  });
+
+  document.addEventListener("click", function (event) {
+    // A turn-index link to a turn already on the page scrolls there without a request.
+    const link = event.target.closest("a.turn-link");
+    const linked = link ? decodeURIComponent(link.hash.slice(1)) : "";
+    if (linked && ANCHOR.test(linked) && document.getElementById(linked)) {
+      event.preventDefault();
+      openAnchor(linked, true);
+      return;
+    }
+    const toggle = event.target.closest("[data-view-toggle=collapsed]");
+    const timeline = document.getElementById("timeline");
+    if (toggle && timeline) {
+      event.preventDefault();
+      const collapsed = timeline.classList.toggle("collapsed");
+      toggle.setAttribute("aria-pressed", collapsed ? "true" : "false");
+      timeline.querySelectorAll(".msg.expanded").forEach(function (m) { m.classList.remove("expanded"); });
+      const url = new URL(window.location.href);
+      if (collapsed) url.searchParams.set("view", "collapsed"); else url.searchParams.delete("view");
+      history.replaceState(null, "", url.toString());
+      return;
+    }
+    const head = event.target.closest(".timeline.collapsed .msg-head");
+    if (head && !event.target.closest("a, button")) {
+      head.closest(".msg").classList.toggle("expanded");
+      return;
+    }
+    const card = event.target.closest(".call-card[id]");
+    if (card && timeline && timeline.contains(card)) {
+      // The address bar names the open call, so it can be copied as a link.
+      history.replaceState(null, "", "#" + card.id);
+    }
+  });
+
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape") {
       const close = document.querySelector("#detail [data-close-detail]");
@@ -143,6 +237,7 @@
 
   function start() {
     if (window.htmx) window.htmx.onLoad(initCharts); else initCharts(document);
+    followHash();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -189,17 +190,24 @@ def result_sizes_figure(
     maximum: Sequence[int],
     mean: Sequence[float],
 ) -> go.Figure:
-    """One box per tool from precomputed statistics (whiskers at min and max)."""
+    """One box per tool from precomputed statistics (whiskers at min and max), on a log axis:
+    result sizes span orders of magnitude (a 1 MB page next to 20-token lookups), and on a
+    linear axis one large tool flattens every other box. A log axis has no zero: sizes below
+    one token are drawn at one."""
     names = [safe(t) for t in tools]
+
+    def floor(values: Sequence[float]) -> list[float]:
+        return [max(1, v) for v in values]
+
     fig = go.Figure(
         go.Box(
             x=names,
-            lowerfence=list(minimum),
-            q1=list(p25),
-            median=list(median),
-            q3=list(p75),
-            upperfence=list(maximum),
-            mean=list(mean),
+            lowerfence=floor(minimum),
+            q1=floor(p25),
+            median=floor(median),
+            q3=floor(p75),
+            upperfence=floor(maximum),
+            mean=floor(mean),
             name="Result tokens",
             marker_color=PART_COLOURS["tool_results"],
             boxpoints=False,
@@ -207,10 +215,18 @@ def result_sizes_figure(
     )
     return _layout(
         fig,
-        y_title="tokens per result",
+        y_title="tokens per result (log scale)",
         showlegend=False,
         height=max(300, 200 + 12 * len(names)),
         xaxis={"type": "category", "automargin": True},
+        # Plotly's autorange leaves a precomputed box at the top half outside the plot: the
+        # range is set here, in powers of ten, from one token to above the largest result.
+        yaxis={
+            "type": "log",
+            "dtick": 1,
+            "tickformat": ",d",
+            "range": [-0.1, math.log10(max([1, *maximum])) + 0.3],
+        },
     )
 
 
@@ -238,7 +254,9 @@ def error_rate_figure(
         y_title="error rate",
         hovermode="x unified",
         xaxis={"type": "date"},
-        yaxis={"tickformat": ".0%", "rangemode": "nonnegative"},
+        # Rates are fractions, often well under 1%: ".0%" read "0%" on every tick. Up to two
+        # decimals, trailing zeros trimmed ("0.25%", "1%").
+        yaxis={"tickformat": ".2~%", "rangemode": "tozero"},
     )
 
 

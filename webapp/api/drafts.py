@@ -90,6 +90,10 @@ def usage_draft(
         output_tokens=usage.output_tokens,
         cached_tokens=usage.cached_tokens,
         created_at=usage.created_at,
+        started_at=usage.started_at,
+        ended_at=usage.ended_at,
+        content=usage.content,
+        reasoning=usage.reasoning,
     )
 
 

@@ -77,9 +77,7 @@ def _iso_text(value: Any) -> Any:
 
 
 # Lax (text becomes a datetime after the check above) inside the strict request models.
-Timestamp = Annotated[
-    datetime, Strict(False), BeforeValidator(_iso_text), AfterValidator(_as_utc)
-]
+Timestamp = Annotated[datetime, Strict(False), BeforeValidator(_iso_text), AfterValidator(_as_utc)]
 # An external id or name as stored in a String(255) column.
 Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
 NonEmptyIdent = Annotated[
@@ -205,6 +203,24 @@ class _UsageFields(_In):
     output_tokens: TokenNumber | None = None
     cached_tokens: TokenNumber | None = None
     created_at: Timestamp | None = None
+    started_at: Timestamp | None = Field(
+        default=None, description="When the agent sent this LLM service call."
+    )
+    ended_at: Timestamp | None = Field(
+        default=None,
+        description="When the service call's answer was complete; with `started_at`, the "
+        "round's model latency (drawn in the run's waterfall).",
+    )
+    content: str | None = Field(
+        default=None,
+        description="What the model said in this service call: the text it returned alongside "
+        "(or instead of) its tool calls. Optional; shown with the round in the dashboard.",
+    )
+    reasoning: str | None = Field(
+        default=None,
+        description="The model's reasoning for this service call, when the provider returns "
+        "it (a reasoning summary, Anthropic thinking). Optional; shown folded with the round.",
+    )
 
 
 class UsageIn(_UsageFields):

@@ -6,11 +6,16 @@ loader (`loader.py`) posts them through the real JSON API into the default proje
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
 from .loader import DemoLoadError, LoadReport, load_demo
+
+# `toolscope demo` (run by every `make run`) reloads a demo older than this relative to now.
+REFRESH_AFTER = timedelta(days=1)
 
 __all__ = ["DemoLoadError", "LoadReport", "command", "load_demo"]
 
@@ -30,15 +35,33 @@ __all__ = ["DemoLoadError", "LoadReport", "command", "load_demo"]
 @click.option(
     "--large", is_flag=True, help="Also load one conversation with 10,000 calls over 1,000 turns."
 )
+@click.option(
+    "--keep-times",
+    is_flag=True,
+    help="Never reload a demo loaded more than a day ago (by default it is re-timed to now).",
+)
 @with_appcontext
-def command(project_slug: str | None, reset: bool, large: bool) -> None:
-    """Load the demo conversations into a project (loading twice changes nothing)."""
+def command(project_slug: str | None, reset: bool, large: bool, keep_times: bool) -> None:
+    """Load the demo conversations into a project (loading twice changes nothing; a demo
+    loaded more than a day ago is reloaded relative to now, so its replays show fresh results)."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     slug = project_slug or app.config["DEFAULT_PROJECT"]
     try:
-        report = load_demo(app, slug, reset=reset, large=large, progress=click.echo)
+        report = load_demo(
+            app,
+            slug,
+            reset=reset,
+            large=large,
+            refresh_after=None if keep_times else REFRESH_AFTER,
+            progress=click.echo,
+        )
     except DemoLoadError as exc:
         raise click.ClickException(str(exc)) from exc
+    if report.refreshed_from:
+        click.echo(
+            f"the demo was loaded {report.refreshed_from:%Y-%m-%d %H:%M} UTC; reloaded relative "
+            "to now so its results are as old as the demo says (--keep-times to keep them)"
+        )
     if report.deleted:
         click.echo(f"deleted {report.deleted} demo conversations")
     click.echo(

@@ -7,7 +7,14 @@ from datetime import datetime
 from .payloads import JSON, ApiRequest, conversation_path, iso
 
 PREFIX = "demo-"
-CHANNELS = {"support-bot": 300, "live-dashboard": 30}
+# Freshness windows, chosen for what each channel's tools return and for a demo that keeps
+# working: the support bot answers from documents and tickets (valid for 45 days, longer than
+# the four weeks the demo spans, so its replays replay); order status changes within minutes (its
+# one result is older than that: the intentionally stale one); live metrics within 30 s.
+DAY = 86_400
+CHANNELS = {"support-bot": 45 * DAY, "orders": 300, "live-dashboard": 30}
+# The demo spans this many days back from its load, so the time charts have a shape.
+SPAN_DAYS = 28
 
 SUPPORT_PROMPT = (
     "You are Acme's support assistant. Use the tools to look things up; cite search results as "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from flask import Flask
 from sqlalchemy import delete, select
@@ -43,6 +43,8 @@ class LoadReport:
     deleted: int = 0
     # A key made for the project because it had none (shown once).
     new_key: str | None = None
+    # The demo was reloaded relative to now because it had been loaded at this (older) time.
+    refreshed_from: datetime | None = None
 
 
 def load_demo(
@@ -52,19 +54,44 @@ def load_demo(
     reset: bool = False,
     large: bool = False,
     now: datetime | None = None,
+    refresh_after: timedelta | None = None,
     progress: Callable[[str], None] = lambda _line: None,
 ) -> LoadReport:
+    """Load the demo. ``refresh_after``: a demo loaded longer ago than this is reloaded
+    relative to now (``reset``), the 10,000-call conversation too if it was there (what
+    `toolscope demo`, and so every `make run`, does: see docs/demo.md)."""
     ids = [*SCENARIOS, LARGE_ID]
     with app.app_context():
         project = get_or_create_project(project_slug)
+        first_load = _first_load_time(project.id, ids)
+        current = now or utcnow()
+        refreshed = (
+            not reset
+            and refresh_after is not None
+            and first_load is not None
+            and current - first_load > refresh_after
+        )
+        if refreshed:
+            reset = True
+            large = large or LARGE_ID in _present(project.id, [LARGE_ID])
         deleted = _delete_demo_data(project.id, ids) if reset else 0
-        loaded_at = now or _first_load_time(project.id, ids) or utcnow()
+        if refresh_after is not None:
+            # ``now`` is the clock here: a demo that is not re-timed keeps its first load time.
+            loaded_at = current if reset or first_load is None else first_load
+        else:
+            loaded_at = now or first_load or utcnow()
         present = _present(project.id, ids)
         new_key = create_key(project, "demo")[1] if _has_no_active_key(project.id) else None
         loader_key, loader_plain = create_key(project, "demo loader (deleted after loading)")
         db.session.commit()
         loader_key_id = loader_key.id
-    report = LoadReport(project_slug, loaded_at, deleted=deleted, new_key=new_key)
+    report = (
+        LoadReport(
+            project_slug, loaded_at, deleted=deleted, new_key=new_key, refreshed_from=first_load
+        )
+        if refreshed
+        else LoadReport(project_slug, loaded_at, deleted=deleted, new_key=new_key)
+    )
     scenarios = _stamped(build_all(loaded_at), loaded_at)
     if large:
         progress("building the 10,000-call conversation ...")

@@ -59,14 +59,25 @@ def sources(first: int, items: list[tuple[str, str, str]]) -> str:
     )
 
 
-def usage(model: str, provider: str, input_tokens: int, output_tokens: int, cached: int = 0):
-    return {
+def usage(
+    model: str,
+    provider: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached: int = 0,
+    at: datetime | None = None,
+):
+    """A service call's usage; ``at``: when it answered (else the server stores its own time)."""
+    body = {
         "model": model,
         "provider": provider,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cached_tokens": cached,
     }
+    if at is not None:
+        body["created_at"] = iso(at)
+    return body
 
 
 @dataclass
@@ -114,8 +125,17 @@ class Turn:
     def assistant_id(self) -> str:
         return f"{self.key}-assistant"
 
-    def round(self, *calls: Call, output_tokens: int = 60) -> Turn:
-        """A service call that asked for `calls` in parallel, and their execution."""
+    def round(
+        self,
+        *calls: Call,
+        output_tokens: int = 60,
+        text: str | None = None,
+        reasoning: str | None = None,
+    ) -> Turn:
+        """A service call that asked for `calls` in parallel (saying ``text``, having reasoned
+        ``reasoning``), and their execution. The service call's start and end are sent, so
+        the round shows its latency and the waterfall its model time."""
+        sent = self.clock
         self.clock += timedelta(seconds=LLM_SECONDS)
         requested = self.clock
         index = len(self.rounds)
@@ -124,7 +144,15 @@ class Turn:
         self.clock = requested + timedelta(seconds=0.05 + slowest)
         self.rounds.append(
             {
-                "usage": usage(self.model, self.provider, self._input_tokens, output_tokens),
+                "usage": {
+                    **usage(
+                        self.model, self.provider, self._input_tokens, output_tokens, at=requested
+                    ),
+                    "started_at": iso(sent),
+                    "ended_at": iso(requested),
+                    **({"content": text} if text else {}),
+                    **({"reasoning": reasoning} if reasoning else {}),
+                },
                 "calls": encoded,
             }
         )
@@ -174,8 +202,13 @@ class Turn:
 
     def answer_usage(self, output_tokens: int) -> JSON:
         """The final service call, which answered in text (no tool calls)."""
+        sent = self.clock
         self.clock += timedelta(seconds=LLM_SECONDS)
-        return usage(self.model, self.provider, self._input_tokens, output_tokens)
+        return {
+            **usage(self.model, self.provider, self._input_tokens, output_tokens, at=self.clock),
+            "started_at": iso(sent),
+            "ended_at": iso(self.clock),
+        }
 
     def request(
         self, conversation_id: str, answer: str | None, status: str = "completed"

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from .catalog import DASHBOARD_PROMPT, PREFIX, conversation
+from .catalog import DASHBOARD_PROMPT, PREFIX, SPAN_DAYS, conversation
 from .payloads import (
     ApiRequest,
     Call,
@@ -39,8 +39,31 @@ def scenario(conversation_id: str) -> Callable[[ScenarioBuilder], ScenarioBuilde
     return register
 
 
+# How many days before the load each conversation happened: the demo spans four weeks, so
+# the Costs and Tools charts have a shape. Conversations whose point is "now" (a run in
+# progress, live metrics, a stale order status, a fresh research turn) stay at day 0.
+DAYS_AGO = {
+    PREFIX + "revenue-research": 0,
+    PREFIX + "weather-parallel": 1,
+    PREFIX + "order-status": 0,
+    PREFIX + "failed-run": 3,
+    PREFIX + "cancelled-run": 5,
+    PREFIX + "in-progress": 0,
+    PREFIX + "live-metrics": 0,
+    PREFIX + "odd-call-ids": 8,
+    PREFIX + "large-result": 11,
+    PREFIX + "xss-probe": 14,
+    PREFIX + "tool-errors": 17,
+    PREFIX + "sdk-message-tools": 20,
+    PREFIX + "imported-openai": 23,
+    PREFIX + "crm-redaction": 26,
+}
+
+
 def build_all(now: datetime) -> list[Scenario]:
-    return [build(cid, now) for cid, build in SCENARIOS.items()]
+    return [
+        build(cid, now - timedelta(days=DAYS_AGO.get(cid, 0))) for cid, build in SCENARIOS.items()
+    ]
 
 
 def _search_hits(first: int, topic: str) -> str:
@@ -115,6 +138,12 @@ def revenue_research(cid: str, now: datetime) -> Scenario:
                 ),
                 1.1,
             ),
+            text="I'll check the finance reports, the board memo and the press at the same time.",
+            reasoning=(
+                "The question is about last quarter's revenue. Internal finance documents are "
+                "authoritative; the web may add the market's reaction. The three searches are "
+                "independent, so they can run in parallel."
+            ),
         )
         .round(
             Call(
@@ -122,6 +151,11 @@ def revenue_research(cid: str, now: datetime) -> Scenario:
                 {"url": "https://acme.test/investors"},
                 "Q3 2024: revenue 48.2 M USD (+12% y/y); operating margin 18%.",
                 0.9,
+            ),
+            text="The Q3 report says +12%; let me confirm it on the investor page.",
+            reasoning=(
+                "Two internal sources agree on 48.2 M USD. The investor relations page is the "
+                "public figure; fetching it confirms the number before I cite it."
             ),
         )
     )
@@ -155,7 +189,7 @@ def revenue_research(cid: str, now: datetime) -> Scenario:
     return Scenario(
         cid,
         "multi-round turn, 3 parallel calls, [sourceN] citations (sources 3, 4, 5, 7 uncited), "
-        "a stale turn and a fresh one",
+        "two turns two hours apart",
         [
             conversation(
                 cid,
@@ -232,7 +266,7 @@ def order_status(cid: str, now: datetime) -> Scenario:
         "a stale result (20 min, window 300 s): left out of the replay so the model looks again",
         [
             conversation(
-                cid, title="Order A-1042", channel="support-bot", created=at, tools=["lookup_order"]
+                cid, title="Order A-1042", channel="orders", created=at, tools=["lookup_order"]
             ),
             turn.request(cid, "Your order A-1042 has shipped with DHL."),
         ],
@@ -451,7 +485,9 @@ def large_result(cid: str, now: datetime) -> Scenario:
         for n in range(5_600)
     ]
     result = json.dumps({"table": "accounts", "rows": rows})
-    turn = Turn(f"{cid}-1", at, "Export the accounts table.").round(
+    # About 240,000 tokens go back to the model with this result: gpt-4.1 (a 1M-token context),
+    # not a 128k model, which would refuse the request.
+    turn = Turn(f"{cid}-1", at, "Export the accounts table.", model="gpt-4.1").round(
         Call("export_table", {"table": "accounts", "limit": 10_000}, result, 4.2),
     )
     return Scenario(
@@ -706,4 +742,67 @@ def crm_redaction(cid: str, now: datetime) -> Scenario:
             ),
             turn.request(cid, "The second charge was a pre-authorisation; it drops in 3 days."),
         ],
+    )
+
+
+@scenario(PREFIX + "daily-digest")
+def daily_digest(cid: str, now: datetime) -> Scenario:
+    """A scheduled agent, one run every morning for four weeks: the time charts' shape."""
+    start = now - timedelta(days=SPAN_DAYS - 1)
+    requests = [
+        conversation(
+            cid,
+            title="Morning support digest (scheduled, daily)",
+            channel="support-bot",
+            created=start,
+            tools=["internal_search", "fetch_page"],
+        )
+    ]
+    first = 1
+    for day in range(SPAN_DAYS):
+        at = start + timedelta(days=day) - timedelta(hours=2, minutes=(day * 7) % 45)
+        # A weekly rhythm (two quiet days, a bigger model once a week; by day number, so every
+        # load stores the same rows) and a flaky search backend on a few days.
+        searches = 1 if day % 7 >= 5 else 2 + day % 3
+        model = "gpt-4o" if day % 7 == 0 else "gpt-4o-mini"
+        turn = Turn(f"{cid}-{day + 1}", at, "Summarise yesterday's support tickets.", model=model)
+        calls = []
+        for n in range(searches):
+            failed = day % 9 == 4 and n == 0
+            calls.append(
+                Call(
+                    "internal_search",
+                    {"query": f"tickets day -{SPAN_DAYS - day} topic {n}"},
+                    '{"error": "search backend timed out"}'
+                    if failed
+                    else sources(
+                        first + n,
+                        [
+                            (
+                                f"Ticket cluster {day}.{n}",
+                                f"https://support.acme.test/clusters/{day}/{n}",
+                                "Customers report slow invoice downloads. " * (2 + day % 4),
+                            )
+                        ],
+                    ),
+                    0.25 + 0.1 * n + 0.05 * (day % 4),
+                    is_error=failed,
+                )
+            )
+        turn.round(*calls, output_tokens=40 + 10 * searches)
+        turn.round(
+            Call(
+                "fetch_page",
+                {"url": f"https://support.acme.test/clusters/{day}/0"},
+                "Cluster detail: " + "ticket summary line. " * (20 + 5 * (day % 6)),
+                0.6 + 0.1 * (day % 5),
+            ),
+            output_tokens=45,
+        )
+        requests.append(turn.request(cid, f"Digest for day {day + 1}: see [source{first}]."))
+        first += searches
+    return Scenario(
+        cid,
+        f"one scheduled run a day for {SPAN_DAYS} days (time charts), a flaky search on some days",
+        requests,
     )

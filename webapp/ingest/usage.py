@@ -14,6 +14,7 @@ from ..db import db
 from ..pricing import PriceOverride, cost_for
 from ..sql import SERVICE_CALL
 from .errors import Conflict, Invalid
+from .values import clean_text
 
 
 @dataclass
@@ -26,6 +27,10 @@ class UsageDraft:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    content: str | None = None
+    reasoning: str | None = None
 
 
 _USAGE_FIELDS = (
@@ -35,6 +40,10 @@ _USAGE_FIELDS = (
     "output_tokens",
     "cached_tokens",
     "created_at",
+    "started_at",
+    "ended_at",
+    "content",
+    "reasoning",
 )
 
 
@@ -70,6 +79,9 @@ def store_usage(
         seen[key] = draft.field
         stored = existing.get(key)
         given = {f: getattr(draft, f) for f in _USAGE_FIELDS if getattr(draft, f) is not None}
+        for text_field in ("content", "reasoning"):
+            if text_field in given:
+                given[text_field] = clean_text(given[text_field])
         if stored is None:
             row = {
                 "message_id": message["id"],

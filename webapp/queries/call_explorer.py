@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Float, Text, and_, case, cast, func, literal, select
+from sqlalchemy import Float, Text, and_, case, cast, false, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..db import db
@@ -284,6 +284,9 @@ def status_conditions(now: datetime, token_cap: int | None) -> dict[str, ColumnE
     }
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _duration() -> ColumnElement[float]:
     return duration_ms(T.started_at, T.ended_at)
 
@@ -320,10 +323,14 @@ def filter_conditions(
         conditions.append(_duration() >= filters.min_ms)
     if filters.max_ms is not None:
         conditions.append(_duration() <= filters.max_ms)
+    # response_bytes is a 32-bit column: PostgreSQL refuses a larger bound as out of range,
+    # so a bound beyond it is clamped (no stored size can exceed it anyway).
     if filters.min_bytes is not None:
-        conditions.append(T.response_bytes >= filters.min_bytes)
+        conditions.append(T.response_bytes >= min(filters.min_bytes, _INT32_MAX))
+        if filters.min_bytes > _INT32_MAX:
+            conditions.append(false())
     if filters.max_bytes is not None:
-        conditions.append(T.response_bytes <= filters.max_bytes)
+        conditions.append(T.response_bytes <= min(filters.max_bytes, _INT32_MAX))
     if filters.time_from is not None:
         conditions.append(T.created_at >= filters.time_from)
     if filters.time_to is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -127,16 +128,46 @@ def _rows(statement: Select[Any]) -> Result[Any]:
     return db.session.connection().execute(statement)
 
 
+# A run of 20 digits: a number that may be beyond 64 bits, which orjson reads as a float where
+# the standard parser reads the integer.
+_LONG_NUMBER = re.compile(r"[0-9]{20}")
+# A digit followed by ".", "e" or "E": a float may be in the text (every JSON float is spelled
+# so). orjson spells some floats otherwise than the standard library (1e-05, 1e16), so only a
+# text without one is encoded by orjson. Such a run inside a string only costs the slower path.
+_MAYBE_FLOAT = re.compile(r"[0-9][.eE]|[0-9]{20}")
+
+
 def _json_object(text: str) -> Any:
     """A stored JSON column's value from its text. The driver would parse it with
     ``json.loads`` (SQLite's JSON type, psycopg's jsonb loader); orjson takes a third of the
     time and gives the same values. The text is the database's own rendering of what
-    ingestion stored (valid JSON, no NaN); what orjson refuses (an integer beyond 64 bits)
-    is read by the standard parser, as before."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
+    ingestion stored (valid JSON, no NaN); what orjson refuses or reads otherwise (an integer
+    beyond 64 bits, which it makes a float) is read by the standard parser, as before."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
+
+
+def _json_and_compact(text: str) -> tuple[Any, str]:
+    """:func:`_json_object` of ``text`` and ``jsonfast.dumps`` of it, the same text. orjson
+    encodes it (a tenth of the time) when the text holds no float: with strings, integers,
+    true, false and null the two encoders write the same compact text (tests/test_replay_bytes.py
+    compares them)."""
+    if _MAYBE_FLOAT.search(text) is None:
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            value = json.loads(text)
+            return value, dumps(value)
+        try:
+            return value, orjson.dumps(value).decode()
+        except orjson.JSONEncodeError:  # nested deeper than orjson encodes
+            return value, dumps(value)
+    value = _json_object(text)
+    return value, dumps(value)
 
 
 def _utc_from_text(text: str | None) -> datetime | None:
@@ -223,7 +254,6 @@ def _tool_calls(
     lists_only = tokens == "row"
     if lists_only:
         # Only texts that may be sources lists leave the database (see the module docstring).
-        # A result the token pass has not counted yet comes whole: it is counted below.
         response: list[Any] = [
             case(
                 (ToolRow.response_tokens.is_(None), ToolRow.response),
@@ -257,7 +287,18 @@ def _tool_calls(
         )
         .join(Message, Message.id == ToolRow.message_id)
         .where(Message.conversation_id.in_(ids))
-        .order_by(ToolRow.message_id, ToolRow.round_index, ToolRow.sequence_index)
+        # Each message's calls in (round, sequence) order, the messages in the order of their
+        # index (conversation, time, id): SQLite then reads the calls in that order through the
+        # two indexes instead of sorting them, 10 MB of results included, in a temporary tree
+        # (a third of the query's time for the bench's conversation). The calls are grouped by
+        # message below, so the order of the messages does not matter.
+        .order_by(
+            Message.conversation_id,
+            Message.created_at,
+            Message.id,
+            ToolRow.round_index,
+            ToolRow.sequence_index,
+        )
     ).all()
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
     # Tuples unpacked rather than row attributes, inline rather than helpers: this loop runs
@@ -283,14 +324,21 @@ def _tool_calls(
         has_response,
         response_bytes,
     ) in rows:
-        arguments = None if arguments_json is None else _json_object(arguments_json)
         # The replay's compact text of the arguments: the key of their stored count, and what
         # the replay sends (made once here rather than again by the replay and its checks).
-        compact = None if arguments is None or tokens != "text" else dumps(arguments)
+        compact = None
+        if arguments_json is None:
+            arguments = None
+        elif tokens == "text":
+            arguments, compact = _json_and_compact(arguments_json)
+            if arguments is None:  # JSON null: no arguments, as before
+                compact = None
+        else:
+            arguments = _json_object(arguments_json)
         if lists_only:
             if response_tokens is None and text is not None:
-                # Not counted yet by the token pass: counted here as the pass will count it;
-                # the text is kept only where it may be a sources list, as for the others.
+                # Not counted yet by the token pass: counted as the pass will count it; the
+                # text is kept only where it may be a sources list.
                 response_tokens = count_tokens(text, message_model)
                 if not text.lstrip(" \t\r\n").startswith("["):
                     text = None
@@ -309,23 +357,24 @@ def _tool_calls(
                 utc(response_created_at),
                 is_error,
                 # A list of what was redacted: JSON null or [] when nothing was.
-                redactions is not None and bool(_json_object(redactions)),
+                redactions is not None
+                and redactions not in ("null", "[]")
+                and bool(_json_object(redactions)),
                 compact,
             )
         )
         if tokens == "text":
             stored = loaded[conversation_id].stored_tokens
-            # A text the token pass has not counted yet is counted here as the pass will count
-            # it (for the message's model), so the replay is the same before and after the pass.
+            # Not counted yet by the token pass: counted as the pass will (the message's model).
             if text is not None:
                 if response_tokens is None:
                     response_tokens = count_tokens(text, message_model)
                 stored[text] = response_tokens
             if compact is not None:
-                # The pass counts the compact JSON the replay sends. PostgreSQL's JSONB may
-                # hand the keys back in another order: same tokens, so the count still holds.
                 if arguments_tokens is None:
                     arguments_tokens = count_tokens(compact, message_model)
+                # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
+                # hand the keys back in another order: same tokens, so the count still holds.
                 stored[compact] = arguments_tokens
         elif tokens == "row":
             if response_tokens is None and has_response and response_bytes is not None:
@@ -333,7 +382,6 @@ def _tool_calls(
                 # put).
                 response_tokens = math.ceil(response_bytes / 4)
             if arguments_tokens is None and arguments is not None:
-                # Not counted yet by the token pass: counted here as the pass will count it.
                 arguments_tokens = count_tokens(dumps(arguments), message_model)
             out = loaded[conversation_id]
             out.argument_tokens[row_id] = arguments_tokens

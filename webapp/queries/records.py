@@ -100,3 +100,16 @@ class ServiceCallRecord:
     output_tokens: int | None
     cached_tokens: int | None
     cost_usd: Decimal | None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    content: str | None = None
+    reasoning: str | None = None
+    # When the usage was reported (the service call's answer, when the agent sends no times).
+    created_at: datetime | None = None
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The service call's latency, when the agent sent its start and end."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return max(0.0, (self.ended_at - self.started_at).total_seconds() * 1000)

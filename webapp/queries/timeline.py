@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, exists, func, literal, or_, select
+from sqlalchemy.orm import aliased
 
 from ..db import db
 from ..models import Conversation, Message, ServiceCall, ToolInvocation
@@ -58,14 +59,181 @@ def _message(row: Any) -> MessageRecord:
 
 
 def message_page(
-    conversation_id: int, after: tuple[datetime, int] | None, limit: int
+    conversation_id: int,
+    after: tuple[datetime, int] | None,
+    limit: int,
+    *,
+    start: tuple[datetime, int] | None = None,
+    errors_only: bool = False,
 ) -> tuple[list[MessageRecord], bool]:
-    """Up to ``limit`` messages after the keyset ``after``, and whether more follow."""
+    """Up to ``limit`` messages after the keyset ``after`` (or from ``start`` on, included),
+    and whether more follow. ``errors_only``: assistant messages with a failed call or a run
+    that did not complete."""
     stmt = select(*MESSAGE_COLUMNS).where(Message.conversation_id == conversation_id)
     if after is not None:
         stmt = stmt.where(after_key((Message.created_at, Message.id), after, descending=False))
+    if start is not None:
+        stmt = stmt.where(_at_or_after(start))
+    if errors_only:
+        failed_call = select(literal(1)).where(T.message_id == Message.id, T.is_error)
+        stmt = stmt.where(
+            Message.role == "assistant",
+            or_(exists(failed_call), Message.status.in_(("failed", "cancelled"))),
+        )
     rows = db.session.execute(stmt.order_by(Message.created_at, Message.id).limit(limit + 1)).all()
     return [_message(r) for r in rows[:limit]], len(rows) > limit
+
+
+def _at_or_after(key: tuple[datetime, int]) -> Any:
+    created_at, row_id = key
+    return or_(
+        Message.created_at > created_at,
+        and_(Message.created_at == created_at, Message.id >= row_id),
+    )
+
+
+def _up_to(key: tuple[datetime, int]) -> Any:
+    created_at, row_id = key
+    return or_(
+        Message.created_at < created_at,
+        and_(Message.created_at == created_at, Message.id <= row_id),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEntry:
+    """One line of the turn index: turn ``turn`` starts at user message ``message_id``."""
+
+    turn: int
+    message_id: int
+    created_at: datetime
+    calls: int
+    errors: int
+    # An assistant run of the turn failed or was cancelled.
+    failed_runs: int
+
+
+def turn_index(conversation_id: int) -> list[TurnEntry]:
+    """Every turn of a conversation with its call and error counts, in ONE query: a running
+    count of user messages numbers the turns, and each message's calls are counted by turn.
+    Messages before the first user message (turn 0) are left out."""
+    per_message = (
+        select(
+            T.message_id.label("message_id"),
+            func.count().label("calls"),
+            func.sum(case((T.is_error, 1), else_=0)).label("errors"),
+        )
+        .group_by(T.message_id)
+        .subquery()
+    )
+    numbered = (
+        select(
+            Message.id,
+            Message.role,
+            Message.created_at,
+            Message.status,
+            func.sum(case((Message.role == "user", 1), else_=0))
+            .over(order_by=(Message.created_at, Message.id))
+            .label("turn"),
+            func.coalesce(per_message.c.calls, 0).label("calls"),
+            func.coalesce(per_message.c.errors, 0).label("errors"),
+        )
+        .outerjoin(per_message, per_message.c.message_id == Message.id)
+        .where(Message.conversation_id == conversation_id)
+        .subquery()
+    )
+    user = case((numbered.c.role == "user", numbered.c.id), else_=None)
+    rows = db.session.execute(
+        select(
+            numbered.c.turn,
+            func.max(user).label("message_id"),
+            func.min(numbered.c.created_at).label("created_at"),
+            func.sum(numbered.c.calls).label("calls"),
+            func.sum(numbered.c.errors).label("errors"),
+            func.sum(case((numbered.c.status.in_(("failed", "cancelled")), 1), else_=0)).label(
+                "failed_runs"
+            ),
+        )
+        .where(numbered.c.turn > 0)
+        .group_by(numbered.c.turn)
+        .order_by(numbered.c.turn)
+    ).all()
+    return [
+        TurnEntry(
+            turn=as_int(r.turn),
+            message_id=r.message_id,
+            created_at=r.created_at,
+            calls=as_int(r.calls),
+            errors=as_int(r.errors),
+            failed_runs=as_int(r.failed_runs),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStart:
+    """Where a timeline window opens: its first message (included) and the turns before it."""
+
+    key: tuple[datetime, int] | None  # None: from the conversation's first message
+    turns_before: int
+    # The message the anchor named (or the call's message), when it was one.
+    message_id: int | None = None
+
+
+def turn_start(conversation_id: int, turn: int) -> WindowStart | None:
+    """The window that opens at turn ``turn`` (1-based): its user message. ONE query."""
+    if turn < 1:
+        return None
+    row = db.session.execute(
+        select(Message.created_at, Message.id)
+        .where(Message.conversation_id == conversation_id, Message.role == "user")
+        .order_by(Message.created_at, Message.id)
+        .offset(turn - 1)
+        .limit(1)
+    ).first()
+    return WindowStart((row.created_at, row.id), turn - 1) if row else None
+
+
+def anchor_start(
+    conversation_id: int, *, message_id: int | None = None, call_id: int | None = None
+) -> WindowStart | None:
+    """The window that shows a message (or the message of a call) with its turn's start: the
+    turn's user message, or the conversation's first message when no user message precedes.
+    TWO queries, whatever the size of the conversation; None when not in this conversation."""
+    target = select(Message.created_at, Message.id).where(
+        Message.conversation_id == conversation_id
+    )
+    if call_id is not None:
+        target = target.where(
+            Message.id == select(T.message_id).where(T.id == call_id).scalar_subquery()
+        )
+    else:
+        target = target.where(Message.id == message_id)
+    found = db.session.execute(target).first()
+    if found is None:
+        return None
+    key = (found.created_at, found.id)
+    users_up_to = (
+        select(Message.created_at, Message.id)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.role == "user",
+            _up_to(key),
+        )
+        .subquery()
+    )
+    row = db.session.execute(
+        select(
+            func.count().label("turns"),
+            func.max(users_up_to.c.created_at).label("latest"),
+        ).select_from(users_up_to)
+    ).first()
+    turns = as_int(row.turns if row else 0)
+    if not turns:
+        return WindowStart(None, 0, found.id)
+    # From the turn's user message on (time ties: from the first message of that instant).
+    return WindowStart((row.latest, 0), turns - 1, found.id)
 
 
 def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> int:
@@ -85,6 +253,28 @@ def turns_before(conversation_id: int, after: tuple[datetime, int] | None) -> in
             )
         )
     )
+
+
+def turn_numbers(conversation_id: int, message_ids: Sequence[int]) -> dict[int, int]:
+    """The turn of each of ``message_ids`` (user messages up to it), in ONE query."""
+    if not message_ids:
+        return {}
+    user = aliased(Message)
+    count = (
+        select(func.count())
+        .where(
+            user.conversation_id == conversation_id,
+            user.role == "user",
+            or_(
+                user.created_at < Message.created_at,
+                and_(user.created_at == Message.created_at, user.id <= Message.id),
+            ),
+        )
+        .correlate(Message)
+        .scalar_subquery()
+    )
+    rows = db.session.execute(select(Message.id, count).where(Message.id.in_(message_ids)))
+    return {row[0]: as_int(row[1]) for row in rows}
 
 
 def get_message(conversation_id: int, message_id: int) -> MessageRecord | None:
@@ -150,18 +340,25 @@ class FirstCalls:
     summaries: dict[int, MessageCallSummary]
 
 
-def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
-    """The first ``per_message`` calls of each message and per-message totals, in ONE query:
-    window functions number the calls and count them within each message."""
+def first_calls(
+    message_ids: Sequence[int], per_message: int, *, errors_only: bool = False
+) -> FirstCalls:
+    """The first ``per_message`` calls of each message (of its failed calls, ``errors_only``)
+    and per-message totals, in ONE query: window functions number the calls and count them
+    within each message."""
     if not message_ids:
         return FirstCalls({}, {})
     partition = {"partition_by": T.message_id}
+    order = {"order_by": (T.round_index, T.sequence_index, T.id)}
+    if errors_only:
+        # The running count of failed calls numbers them; other calls are filtered out below.
+        position = func.sum(case((T.is_error, 1), else_=0)).over(**order, **partition)
+    else:
+        position = func.row_number().over(**order, **partition)
     inner = (
         select(
             *call_columns(),
-            func.row_number()
-            .over(order_by=(T.round_index, T.sequence_index, T.id), **partition)
-            .label("position"),
+            position.label("position"),
             func.count().over(**partition).label("total"),
             func.sum(case((T.is_error, 1), else_=0)).over(**partition).label("errors"),
             func.sum(case((awaiting_response(T), 1), else_=0)).over(**partition).label("missing"),
@@ -170,11 +367,10 @@ def first_calls(message_ids: Sequence[int], per_message: int) -> FirstCalls:
         .where(T.message_id.in_(message_ids))
         .subquery()
     )
-    rows = db.session.execute(
-        select(inner)
-        .where(inner.c.position <= per_message)
-        .order_by(inner.c.message_id, inner.c.position)
-    )
+    stmt = select(inner).where(inner.c.position <= per_message)
+    if errors_only:
+        stmt = stmt.where(inner.c.is_error)
+    rows = db.session.execute(stmt.order_by(inner.c.message_id, inner.c.position))
     calls: dict[int, list[CallRecord]] = defaultdict(list)
     summaries: dict[int, MessageCallSummary] = {}
     for row in rows:
@@ -222,6 +418,11 @@ def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCall
             output_tokens=sc.output_tokens,
             cached_tokens=sc.cached_tokens,
             cost_usd=sc.cost_usd,
+            started_at=sc.started_at,
+            ended_at=sc.ended_at,
+            content=sc.content,
+            reasoning=sc.reasoning,
+            created_at=sc.created_at,
         )
     return dict(result)
 

@@ -53,6 +53,7 @@ from .diagnostics import Problem
 from .history import History
 from .naive import naive_replay_problems
 from .options import Format, Persistence, PruneMode
+from .validate import Memo
 
 SCHEMA_VERSION = 1
 # Far above any model's context; keeps the numbers inside PostgreSQL's and JSON's comfort zone.
@@ -329,19 +330,23 @@ class BuiltReplay:
     result: ReplayResult
     token_counter: str
     _checks: dict[str, list[Problem]] = field(default_factory=dict, repr=False)
+    # Shared by the two checks: the naive payload sends the replay's argument strings.
+    _memo: Memo = field(default_factory=Memo, repr=False)
 
     @property
     def validation(self) -> list[Problem]:
         """What a provider would reject in our payload: expected to be empty."""
         if "validation" not in self._checks:
-            self._checks["validation"] = validate(self.result.payload, self.options.format)
+            self._checks["validation"] = validate(
+                self.result.payload, self.options.format, self._memo
+            )
         return self._checks["validation"]
 
     @property
     def naive_problems(self) -> list[Problem]:
         """What a provider would reject if the raw rows were replayed as they are."""
         if "naive" not in self._checks:
-            self._checks["naive"] = naive_replay_problems(self.history, self.options)
+            self._checks["naive"] = naive_replay_problems(self.history, self.options, self._memo)
         return self._checks["naive"]
 
     def document(self) -> dict[str, Any]:

@@ -9,17 +9,32 @@ role merging. ``naive_replay_problems`` validates it so a page can list what wou
 
 from __future__ import annotations
 
+from datetime import datetime
 from itertools import groupby
 from typing import Any
 
 from .build import call_order, latest_moment, round_of, sorted_messages
 from .diagnostics import Problem
 from .formats import render
-from .history import History
+from .history import History, ToolCall
 from .jsonfast import dumps
 from .options import ReplayOptions
 from .units import CallOut, Unit
-from .validate import validate
+from .validate import Memo, validate
+
+
+def _arguments_json(c: ToolCall) -> str:
+    if c.arguments_json is not None:
+        return c.arguments_json
+    return dumps(c.arguments) if c.arguments is not None else "{}"
+
+
+def _response_at(c: ToolCall, as_of: datetime | None) -> str | None:
+    """The stored response, unless it was created after ``as_of``."""
+    rc = c.response_created_at
+    if as_of is not None and rc is not None and rc > as_of:
+        return None
+    return c.response
 
 
 def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
@@ -36,30 +51,24 @@ def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
                 Unit(kind=kind, pos=pos, message_id=m.external_id, turn=0, text=m.content or "")
             )
             continue
-        calls = [c for c in m.tool_calls if as_of is None or c.created_at <= as_of]
+        calls = m.tool_calls
+        if as_of is not None:
+            calls = [c for c in calls if c.created_at <= as_of]
         for round_index, group in groupby(sorted(calls, key=call_order), key=round_of):
-            outs = []
-            for c in group:
-                response = c.response
-                rc = c.response_created_at
-                if as_of is not None and rc is not None and rc > as_of:
-                    response = None
-                args = c.arguments
-                args_json = c.arguments_json
-                if args_json is None:
-                    args_json = dumps(args) if args is not None else "{}"
-                outs.append(
-                    CallOut(
-                        row_id=c.row_id,
-                        call_id=c.external_id,
-                        name=c.function_name,
-                        arguments=args,
-                        arguments_json=args_json,
-                        result=response,
-                        is_error=c.is_error,
-                        sequence_index=c.sequence_index,
-                    )
+            # Positional, in CallOut's field order: this runs once per stored call.
+            outs = [
+                CallOut(
+                    c.row_id,
+                    c.external_id,
+                    c.function_name,
+                    c.arguments,
+                    _arguments_json(c),
+                    _response_at(c, as_of),
+                    c.is_error,
+                    c.sequence_index,
                 )
+                for c in group
+            ]
             units.append(
                 Unit(
                     kind="round",
@@ -78,6 +87,10 @@ def naive_payload(history: History, options: ReplayOptions) -> dict[str, Any]:
     return render(units, system, list(history.tool_definitions), options.format, merge=False)
 
 
-def naive_replay_problems(history: History, options: ReplayOptions) -> list[Problem]:
-    """What a provider would reject if the raw stored rows were replayed as they are."""
-    return validate(naive_payload(history, options), options.format)
+def naive_replay_problems(
+    history: History, options: ReplayOptions, memo: Memo | None = None
+) -> list[Problem]:
+    """What a provider would reject if the raw stored rows were replayed as they are. With the
+    ``memo`` of the replay's own validation, the arguments and names it checked are not
+    checked again (the naive payload sends the same ones)."""
+    return validate(naive_payload(history, options), options.format, memo)

@@ -31,10 +31,28 @@ from .names import name_is_valid
 JSON = dict[str, Any]
 
 
-class _Checker:
+class Memo:
+    """What one validation learned that holds for any payload: the argument strings that
+    encode a JSON object and the tool names providers accept. A replay's payload and its naive
+    payload send the same argument strings, so the second validation does not parse them
+    again."""
+
+    __slots__ = ("object_arguments", "valid_names")
+
     def __init__(self) -> None:
+        self.object_arguments: set[str] = set()
+        self.valid_names: set[str] = set()
+
+
+class _Checker:
+    def __init__(self, memo: Memo | None = None) -> None:
         self.problems: list[Problem] = []
         self.ids: dict[str, str] = {}  # id -> path of the call that used it first
+        memo = memo or Memo()
+        # The hot loops test these first and call the checks below only for what is not in
+        # them; the checks add what passes.
+        self.object_arguments = memo.object_arguments
+        self.valid_names = memo.valid_names
 
     def add(self, code: str, path: str, message: str) -> None:
         self.problems.append(Problem(code=code, message=f"{path}: {message}", path=path))
@@ -99,9 +117,13 @@ class _Checker:
             return
         if not isinstance(parsed, dict):
             self.add("bad_arguments", path, "arguments must encode a JSON object")
+        elif type(arguments) is str:
+            self.object_arguments.add(arguments)
 
     def tool_name(self, name: object, path: str) -> bool:
         if name_is_valid(name):
+            if type(name) is str:
+                self.valid_names.add(name)
             return True
         self.add("bad_tool_name", path, f"tool name {name!r} is not accepted")
         return False
@@ -172,27 +194,39 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
             )
         pending.clear()
 
+    # Once per message and per call: paths are made only where they are kept or reported, and
+    # what is fine (an answered id, a known name or arguments string) is tested inline.
+    object_arguments = ck.object_arguments
+    valid_names = ck.valid_names
+    ids = ck.ids
+    max_id = MAX_ID_LENGTH["openai-chat"]
     for i, m in enumerate(messages):
-        path = f"messages[{i}]"
         if not isinstance(m, dict):
-            ck.add("bad_shape", path, "a message must be an object")
+            ck.add("bad_shape", f"messages[{i}]", "a message must be an object")
             continue
         role = m.get("role")
-        if role != "tool" and pending:
-            flush(path)
         if role == "tool":
-            if not isinstance(m.get("content"), str | list):
-                ck.add("bad_shape", path, "a tool message needs content")
+            if not isinstance(m.get("content"), (str, list)):
+                ck.add("bad_shape", f"messages[{i}]", "a tool message needs content")
+            call_id = m.get("tool_call_id")
+            if type(call_id) is str and call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+                continue
             ck.answer(
-                m.get("tool_call_id"),
-                path,
+                call_id,
+                f"messages[{i}]",
                 pending,
                 answered,
                 ("tool message", "tool_call_id", "tool call"),
                 "but the assistant message right before it did not call a tool with that id "
                 "(or it was answered too late)",
             )
-        elif role == "assistant":
+            continue
+        path = f"messages[{i}]"
+        if pending:
+            flush(path)
+        if role == "assistant":
             calls = m.get("tool_calls")
             content = m.get("content")
             if calls is None or calls == []:
@@ -219,9 +253,18 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                     ck.add("bad_shape", cpath, "a tool call needs a function with a name")
                     continue
-                ck.tool_name(fn["name"], f"{cpath}.function.name")
-                ck.json_arguments(fn.get("arguments"), f"{cpath}.function.arguments")
-                call_id = ck.call_id(call.get("id"), cpath, "openai-chat")
+                if fn["name"] not in valid_names:
+                    ck.tool_name(fn["name"], f"{cpath}.function.name")
+                arguments = fn.get("arguments")
+                if type(arguments) is not str or arguments not in object_arguments:
+                    ck.json_arguments(arguments, f"{cpath}.function.arguments")
+                call_id = call.get("id")
+                # The usual case: a new, acceptable id.
+                fine = type(call_id) is str and call_id and len(call_id) <= max_id
+                if fine and call_id not in ids:
+                    ids[call_id] = pending[call_id] = cpath
+                    continue
+                call_id = ck.call_id(call_id, cpath, "openai-chat")
                 if call_id is not None and call_id not in pending:
                     pending[call_id] = cpath
         elif role in ("system", "developer", "user"):
@@ -270,6 +313,11 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
             )
         pending.clear()
 
+    # As in _openai_chat: what is fine is tested inline, paths are made where needed.
+    object_arguments = ck.object_arguments
+    valid_names = ck.valid_names
+    ids = ck.ids
+    max_id = MAX_ID_LENGTH["openai-responses"]
     for i, item in enumerate(items):
         path = f"input[{i}]"
         if not isinstance(item, dict):
@@ -277,19 +325,32 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
             continue
         kind = item.get("type")
         if kind == "function_call":
-            if not isinstance(item.get("name"), str) or not item.get("name"):
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
                 ck.add("bad_shape", path, "a function_call needs a name")
-            else:
-                ck.tool_name(item["name"], f"{path}.name")
-            ck.json_arguments(item.get("arguments"), f"{path}.arguments")
-            call_id = ck.call_id(item.get("call_id"), path, "openai-responses")
+            elif name not in valid_names:
+                ck.tool_name(name, f"{path}.name")
+            arguments = item.get("arguments")
+            if type(arguments) is not str or arguments not in object_arguments:
+                ck.json_arguments(arguments, f"{path}.arguments")
+            call_id = item.get("call_id")
+            # The usual case: a new, acceptable id.
+            if type(call_id) is str and call_id and len(call_id) <= max_id and call_id not in ids:
+                ids[call_id] = pending[call_id] = path
+                continue
+            call_id = ck.call_id(call_id, path, "openai-responses")
             if call_id is not None and call_id not in pending:
                 pending[call_id] = path
         elif kind == "function_call_output":
-            if not isinstance(item.get("output"), str | list):
+            if not isinstance(item.get("output"), (str, list)):
                 ck.add("bad_shape", path, "a function_call_output needs an output")
+            call_id = item.get("call_id")
+            if type(call_id) is str and call_id in pending:
+                del pending[call_id]
+                answered.add(call_id)
+                continue
             ck.answer(
-                item.get("call_id"),
+                call_id,
                 path,
                 pending,
                 answered,
@@ -384,10 +445,11 @@ def _anthropic(payload: JSON, ck: _Checker) -> None:
                 seen_other = True
                 if role != "assistant":
                     ck.add("bad_shape", bpath, "tool_use blocks belong in assistant messages")
-                if not isinstance(block.get("name"), str) or not block.get("name"):
+                name = block.get("name")
+                if not isinstance(name, str) or not name:
                     ck.add("bad_shape", bpath, "a tool_use block needs a name")
-                else:
-                    ck.tool_name(block["name"], f"{bpath}.name")
+                elif name not in ck.valid_names:
+                    ck.tool_name(name, f"{bpath}.name")
                 if not isinstance(block.get("input"), dict):
                     ck.add("bad_arguments", f"{bpath}.input", "tool_use input must be an object")
                 call_id = ck.call_id(block.get("id"), bpath, "anthropic")
@@ -441,12 +503,13 @@ _VALIDATORS = {
 }
 
 
-def validate(payload: object, fmt: str) -> list[Problem]:
-    """Problems a provider would reject in ``payload`` (format ``fmt``); empty when fine."""
+def validate(payload: object, fmt: str, memo: Memo | None = None) -> list[Problem]:
+    """Problems a provider would reject in ``payload`` (format ``fmt``); empty when fine.
+    Validations that share a ``memo`` parse an arguments string and match a tool name once."""
     check = _VALIDATORS.get(fmt)
     if check is None:
         raise ValueError(f"unknown format {fmt!r}")
-    ck = _Checker()
+    ck = _Checker(memo)
     if not isinstance(payload, dict):
         ck.add("bad_shape", "$", "the payload must be a JSON object")
         return ck.problems

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from flask import Flask
+from markupsafe import Markup
 
 # Shown for a missing value (an en dash, written as an escape for the linter).
 NONE = "\u2013"
@@ -70,7 +71,22 @@ def usd(value: Decimal | float | None) -> str:
 def percent(value: float | None) -> str:
     if value is None:
         return NONE
-    return f"{value * 100:.1f}%" if value else "0%"
+    if not value:
+        return "0%"
+    # 2 errors in 5,000 calls is not "0.0%".
+    return "<0.1%" if value < 0.001 else f"{value * 100:.1f}%"
+
+
+# An error rate at or above this is shown in red; below it (but above zero) in amber; no
+# errors at all, plain. One tool call in a hundred failing is worth a look.
+ERROR_RATE_ALERT = 0.01
+
+
+def error_level(rate: float | None) -> str:
+    """The CSS class of an error rate: "text-error", "text-warn" or "" (no errors)."""
+    if not rate:
+        return ""
+    return "text-error" if rate >= ERROR_RATE_ALERT else "text-warn"
 
 
 def ago(value: datetime | None, now: datetime | None = None) -> str:
@@ -90,6 +106,16 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
     return timestamp(value)[:10]
 
 
+def age(value: datetime | None, now: datetime | None = None) -> Markup:
+    """How long ago, human-readable ("3 min ago", "2 d ago"), with the exact UTC time in the
+    title and the machine-readable one in ``datetime``."""
+    if value is None:
+        return Markup(NONE)
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        value.astimezone(UTC).isoformat(), timestamp(value), ago(value, now)
+    )
+
+
 def init_app(app: Flask) -> None:
     for name, func in {
         "number": number,
@@ -100,5 +126,7 @@ def init_app(app: Flask) -> None:
         "usd": usd,
         "percent": percent,
         "ago": ago,
+        "age": age,
+        "error_level": error_level,
     }.items():
         app.jinja_env.filters[name] = func

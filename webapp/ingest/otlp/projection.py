@@ -75,6 +75,10 @@ class UsagePlan:
     output_tokens: int | None
     cached_tokens: int | None
     created_ns: int
+    # The LLM span's end, and the text it returned alongside its tool calls (a round's own
+    # text; the final answer is the message's content).
+    ended_ns: int | None = None
+    content: str | None = None
 
 
 @dataclass
@@ -678,6 +682,7 @@ def _attach_unmatched(
 
 
 def _usage(llm: Record) -> UsagePlan:
+    output = llm.get("output")
     return UsagePlan(
         model=llm.get("model"),
         provider=llm.get("provider"),
@@ -685,6 +690,8 @@ def _usage(llm: Record) -> UsagePlan:
         output_tokens=llm.get("output_tokens"),
         cached_tokens=llm.get("cached_tokens"),
         created_ns=llm["start_ns"],
+        ended_ns=llm["end_ns"],
+        content=m.text_of(output[0]) if output and m.tool_calls(output[0]) else None,
     )
 
 

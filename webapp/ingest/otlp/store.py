@@ -567,6 +567,10 @@ def _usage_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
             "output_tokens": u.output_tokens,
             "cached_tokens": u.cached_tokens,
             "created_at": to_datetime(u.created_ns) or ctx.now,
+            # The LLM span's start and end: the round's latency.
+            "started_at": to_datetime(u.created_ns),
+            "ended_at": to_datetime(u.ended_ns) if u.ended_ns else None,
+            "content": clean_text(u.content),
         }
         draft = UsageDraft(field=f"round {plan.index}", round_index=plan.index)
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from flask import current_app, render_template, request, url_for
+from flask import current_app, redirect, render_template, request, url_for
 
 from ...db import utcnow
 from ...queries import otel as otel_queries
@@ -20,6 +20,7 @@ from ..common import (
     bad_parameter_response,
     cursor_arg,
     int_arg,
+    not_found,
     or_404,
     respond,
     twin_get,
@@ -80,21 +81,45 @@ def message_views(
     )
 
 
-def load_page(conversation: ConversationRecord, after: MessageKey | None) -> TimelinePage:
-    """One page of the timeline: five queries whatever the size of the conversation."""
-    messages, more = queries.message_page(conversation.id, after, model.MESSAGES_PER_PAGE)
-    first = queries.first_calls([m.id for m in messages], model.CALLS_PER_CHUNK)
+def load_page(
+    conversation: ConversationRecord,
+    after: MessageKey | None,
+    *,
+    start: queries.WindowStart | None = None,
+    errors_only: bool = False,
+) -> TimelinePage:
+    """One page of the timeline: five queries whatever the size of the conversation. From
+    ``start`` (a turn or an anchor's window) the turns before it are known; ``errors_only``
+    shows the runs with errors and only their failed calls."""
+    messages, more = queries.message_page(
+        conversation.id,
+        after,
+        model.MESSAGES_PER_PAGE,
+        start=start.key if start else None,
+        errors_only=errors_only,
+    )
+    first = queries.first_calls(
+        [m.id for m in messages], model.CALLS_PER_CHUNK, errors_only=errors_only
+    )
     shown = model.messages_within_budget(messages, first.calls, model.PAGE_CALL_BUDGET)
     if shown < len(messages):
         messages, more = messages[:shown], True
     ids = [m.id for m in messages]
+    if errors_only:
+        turn_numbers = queries.turn_numbers(conversation.id, ids)
+        before = 0
+    else:
+        turn_numbers = None
+        before = start.turns_before if start else queries.turns_before(conversation.id, after)
     views = model.message_views(
         messages,
         calls={i: first.calls[i] for i in ids if i in first.calls},
         summaries=first.summaries,
         usage=queries.service_calls(ids),
         ctx=badge_context(conversation),
-        turns_before=queries.turns_before(conversation.id, after),
+        turns_before=before,
+        turn_numbers=turn_numbers,
+        errors_only=errors_only,
     )
     last_key = (messages[-1].created_at, messages[-1].id) if messages else after
     next_cursor = encode(*last_key) if more and last_key else None
@@ -123,31 +148,85 @@ def live_url(conversation: ConversationRecord, page: TimelinePage, live: LiveCur
     )
 
 
-def page_url(conversation: ConversationRecord, cursor: str | None, fmt: str = "html") -> str:
+def page_url(
+    conversation: ConversationRecord, cursor: str | None, fmt: str = "html", view: str = ""
+) -> str:
     endpoint = "conversations.conversation_get"
-    return url_for(endpoint, conversation_id=conversation.id, cursor=cursor, fmt=fmt)
+    return url_for(
+        endpoint, conversation_id=conversation.id, cursor=cursor, fmt=fmt, view=view or None
+    )
+
+
+VIEWS = ("", "errors", "collapsed")
+
+
+def _view_arg() -> str:
+    view = request.args.get("view", "")
+    if view not in VIEWS:
+        raise BadParameter("view", "must be 'errors' or 'collapsed'")
+    return view
+
+
+def _window(conversation: ConversationRecord, anchor: model.Anchor | None):
+    """The window an anchor opens (a turn, a message, a round's message, a call's message):
+    one or two queries; None when the anchor is not in this conversation."""
+    if anchor is None:
+        return None
+    if anchor.kind == "turn":
+        return queries.turn_start(conversation.id, anchor.turn)
+    if anchor.kind == "call":
+        return queries.anchor_start(conversation.id, call_id=anchor.call_id)
+    return queries.anchor_start(conversation.id, message_id=anchor.message_id)
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>")
 def conversation_get(conversation_id: int, fmt: str):
     """The conversation page; with ``cursor``, the timeline page after it (the lazy loader's
-    fragment, or a full page for browsers without htmx)."""
+    fragment, or a full page for browsers without htmx). ``at`` (an anchor: ``turn-12``,
+    ``msg-<id>``, ``round-<message id>-<round>``, ``call-<id>``) opens the window that holds it;
+    ``turn=n`` (the jump form) redirects to ``at=turn-n#turn-n``; ``view`` is ``errors`` (the
+    runs with failed calls, those calls only) or ``collapsed``."""
     project = current_project()
     try:
         after = _message_cursor()
+        view = _view_arg()
+        anchor = _anchor_arg()
+        turn = int_arg("turn", None, minimum=1)
     except BadParameter as exc:
         return bad_parameter_response(exc, fmt)
+    if turn is not None and not wants_json(fmt):
+        target = url_for(
+            "conversations.conversation_get",
+            conversation_id=conversation_id,
+            at=f"turn-{turn}",
+            view=view or None,
+        )
+        return redirect(f"{target}#turn-{turn}")
+    if turn is not None:
+        anchor = model.Anchor("turn", turn=turn)
     conversation = or_404(find_conversation(project.id, row_id=conversation_id), "conversation")
     live = LiveCursor(conversation.updated_at, queries.newest_call_id())
-    page = load_page(conversation, after)
+    start = None
+    if after is None and view != "errors":
+        start = _window(conversation, anchor)
+        if anchor is not None and start is None:
+            return not_found("turn" if anchor.kind == "turn" else "anchor")
+    page = load_page(conversation, after, start=start, errors_only=view == "errors")
     data = {
         "conversation": conversation,
         # The address agents know (their own id), next to the row id in `conversation`.
         "address": conversation_address(conversation.external_id),
         "messages": page.messages,
         "next_cursor": page.next_cursor,
-        "next_url": page_url(conversation, page.next_cursor, "json") if page.next_cursor else None,
+        "next_url": (
+            page_url(conversation, page.next_cursor, "json", view) if page.next_cursor else None
+        ),
         "page": page,
+        "view": view,
+        "anchor": anchor.name if anchor else None,
+        # Where a call beyond its run's first chunk is: the page loads that run's chunks.
+        "anchor_message": start.message_id if start else None,
+        "windowed": start is not None,
         "live_url": live_url(conversation, page, live),
         "poll_seconds": poll_seconds(conversation),
     }
@@ -275,6 +354,39 @@ def conversation_live_get(conversation_id: int):
         stats=stats_queries.conversation_stats([conversation.id])[conversation.id],
         live_url=live_url(conversation, page, live),
         poll_seconds=poll_seconds(conversation),
+    )
+
+
+def _anchor_arg() -> model.Anchor | None:
+    raw = request.args.get("at", "")
+    if not raw:
+        return None
+    try:
+        return model.parse_anchor(raw)
+    except ValueError:
+        raise BadParameter(
+            "at", "must be turn-<n>, msg-<id>, round-<message id>-<round> or call-<id>"
+        ) from None
+
+
+@twin_get(bp, "/conversations/<int:conversation_id>/turns")
+def conversation_turns_get(conversation_id: int, fmt: str):
+    """The turn index: every turn with its calls and errors, each a link that opens the
+    window at that turn. Loaded when the index is opened; two queries."""
+    project = current_project()
+    conversation = or_404(find_conversation(project.id, row_id=conversation_id), "conversation")
+    turns = queries.turn_index(conversation.id)
+    data = {
+        "conversation": conversation,
+        "turns": turns,
+        "errors": sum(1 for t in turns if t.errors or t.failed_runs),
+    }
+    return respond(
+        data,
+        page="conversations/turns.html",
+        fragment="conversations/_turns.html",
+        fmt=fmt,
+        json_keys=("turns",),
     )
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 from itertools import groupby
 from typing import Any
 
@@ -44,6 +45,9 @@ class CallView:
     arguments_summary: str
     badges: list[badges.Badge]
     duration_ms: float | None
+    # The call's share of its round's cost (see :func:`cost_shares`), when the round is priced.
+    cost_share: float | None = None
+    cost_usd: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,9 @@ class RoundView:
     # The round began in an earlier chunk: its first calls are shown above.
     continued: bool = False
     usage: ServiceCallRecord | None = None
+    # What the model said and reasoned in this round's service call, when the agent sent it.
+    text: RenderedContent | None = field(default=None, metadata={"json": False})
+    reasoning: RenderedContent | None = field(default=None, metadata={"json": False})
 
     @property
     def parallel(self) -> bool:
@@ -69,6 +76,11 @@ class RunView:
     waterfall: str | None = field(default=None, metadata={"json": False})
     # The figure's height, reserved before Plotly draws it so nothing below jumps.
     waterfall_height: int = field(default=0, metadata={"json": False})
+    # The run's time split: LLM service calls and tool calls (wall time), in ms.
+    model_ms: float | None = None
+    tool_ms: float | None = None
+    # Some model time was inferred from the gaps between rounds (no times from the agent).
+    model_time_inferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,27 +129,111 @@ def call_view(
     )
 
 
+# Round texts are folded beyond this many characters.
+ROUND_TEXT_FOLD_CHARS = 600
+
+
+def cost_shares(calls: Sequence[CallView], cost: Decimal | None) -> list[CallView]:
+    """Each call's share of its round's cost: the round's service call asked for these calls,
+    and the tokens it wrote for each call's arguments are that call's part of its output, so
+    the cost is split in proportion to them (equally when no call has a token count)."""
+    if cost is None or not calls:
+        return list(calls)
+    weights = [c.call.arguments_tokens or 0 for c in calls]
+    total = sum(weights)
+    if total == 0:
+        weights, total = [1] * len(calls), len(calls)
+    return [
+        replace(c, cost_share=w / total, cost_usd=cost * Decimal(w) / Decimal(total))
+        for c, w in zip(calls, weights, strict=True)
+    ]
+
+
+def _text(value: str | None) -> RenderedContent | None:
+    return render_text(value, limit=ROUND_TEXT_FOLD_CHARS) if value else None
+
+
 def group_rounds(
     calls: Sequence[CallView],
     usage: dict[int, ServiceCallRecord] | None = None,
     continued_round: int | None = None,
 ) -> list[RoundView]:
     """Calls (already sorted) grouped by round, in order; ``continued_round`` marks the round
-    that a previous chunk started."""
+    that a previous chunk started. A round carries its service call's usage, text, reasoning
+    and cost, and each call its share of that cost."""
     usage = usage or {}
-    return [
-        RoundView(
-            index=index,
-            calls=list(group),
-            continued=index == continued_round,
-            usage=usage.get(index),
+    rounds = []
+    for index, group in groupby(calls, key=lambda c: c.call.round_index):
+        record = usage.get(index)
+        continued = index == continued_round
+        rounds.append(
+            RoundView(
+                index=index,
+                calls=cost_shares(list(group), record.cost_usd if record else None),
+                continued=continued,
+                usage=record,
+                # A round continued from an earlier chunk showed its text there.
+                text=None if continued or not record else _text(record.content),
+                reasoning=None if continued or not record else _text(record.reasoning),
+            )
         )
-        for index, group in groupby(calls, key=lambda c: c.call.round_index)
-    ]
+    return rounds
 
 
 def call_key(call: CallRecord) -> str:
     return f"{call.round_index}.{call.sequence_index}"
+
+
+ANCHOR_KINDS = ("turn", "msg", "round", "call")
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A place in a conversation that an address can name (``#turn-12``, ``#msg-<id>``,
+    ``#round-<message id>-<round>``, ``#call-<id>``): the element ids of the timeline."""
+
+    kind: str
+    turn: int = 0
+    message_id: int = 0
+    round_index: int = 0
+    call_id: int = 0
+
+    @property
+    def name(self) -> str:
+        if self.kind == "turn":
+            return f"turn-{self.turn}"
+        if self.kind == "msg":
+            return f"msg-{self.message_id}"
+        if self.kind == "round":
+            return f"round-{self.message_id}-{self.round_index}"
+        return f"call-{self.call_id}"
+
+
+MAX_ANCHOR_NUMBER = 2**63 - 1
+
+
+def parse_anchor(raw: str) -> Anchor:
+    """Inverse of :attr:`Anchor.name`; ValueError when malformed."""
+    kind, _, rest = raw.partition("-")
+    parts = rest.split("-")
+    if kind not in ANCHOR_KINDS or not all(p.isdigit() and len(p) <= 19 for p in parts):
+        raise ValueError(raw)
+    numbers = [int(p) for p in parts]
+    if any(n > MAX_ANCHOR_NUMBER for n in numbers):
+        raise ValueError(raw)
+    if kind == "round":
+        if len(numbers) != 2:
+            raise ValueError(raw)
+        return Anchor("round", message_id=numbers[0], round_index=numbers[1])
+    if len(numbers) != 1:
+        raise ValueError(raw)
+    if kind == "turn":
+        if numbers[0] < 1:
+            raise ValueError(raw)
+        return Anchor("turn", turn=numbers[0])
+    if kind == "msg":
+        return Anchor("msg", message_id=numbers[0])
+    return Anchor("call", call_id=numbers[0])
 
 
 def parse_call_key(raw: str) -> tuple[int, int]:
@@ -161,12 +257,16 @@ def run_view(
 ) -> RunView:
     cited = badges.citations(message.content)
     views = [call_view(c, ctx, cited, message.imported) for c in calls]
-    figure = gantt.run_waterfall(calls) if with_waterfall else None
+    timing = gantt.run_timing(calls, usage) if with_waterfall else None
+    figure = timing.figure if timing else None
     return RunView(
         rounds=group_rounds(views, usage, continued_round),
         more_after=call_key(calls[-1]) if has_more and calls else None,
         waterfall=json.dumps(figure, separators=(",", ":")) if figure else None,
         waterfall_height=figure["layout"]["height"] if figure else 0,
+        model_ms=timing.model_ms if timing else None,
+        tool_ms=timing.tool_ms if timing else None,
+        model_time_inferred=timing.inferred if timing else False,
     )
 
 
@@ -203,7 +303,12 @@ def message_views(
     usage: dict[int, dict[int, ServiceCallRecord]],
     ctx: BadgeContext,
     turns_before: int,
+    turn_numbers: dict[int, int] | None = None,
+    errors_only: bool = False,
 ) -> list[MessageView]:
+    """Views of a page of messages. Turns are numbered from ``turns_before`` on; in the
+    errors-only view (``turn_numbers`` given) each message carries its turn, and a run shows
+    only its failed calls, without waterfall."""
     views = []
     turn = turns_before
     for message in messages:
@@ -214,18 +319,24 @@ def message_views(
             turn += 1
         run = None
         if shown:
+            total = (summary.errors if errors_only else summary.calls) if summary else 0
             run = run_view(
                 message,
                 shown,
                 ctx=ctx,
                 usage=message_usage,
-                has_more=summary is not None and summary.calls > len(shown),
+                has_more=not errors_only and total > len(shown),
+                with_waterfall=not errors_only,
             )
+        if turn_numbers is not None:
+            shown_turn = turn_numbers.get(message.id) or None
+        else:
+            shown_turn = turn if message.role == "user" else None
         views.append(
             MessageView(
                 message=message,
                 source=message_source(message),
-                turn=turn if message.role == "user" else None,
+                turn=shown_turn,
                 summary=summary,
                 run=run,
                 usage=usage_totals(message_usage),
