@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from api_support import assert_error, native_call, row_counts, tool_item
 
+from webapp.ingest.token_pass import count_pending
+
 BASE = "/api/v1/conversations"
 
 
@@ -72,7 +74,7 @@ def test_channels_are_created_by_name_on_first_use(client, project_key):
 # --- POST /conversations/{cid}/messages ------------------------------------------------------
 
 
-def test_messages_with_tool_calls_and_usage_round_trip(client, project_key):
+def test_messages_with_tool_calls_and_usage_round_trip(app, client, project_key):
     response = post_messages(
         client,
         project_key,
@@ -124,7 +126,8 @@ def test_messages_with_tool_calls_and_usage_round_trip(client, project_key):
         "is_error": True,
         "created_at": calls[2]["response"]["created_at"],
     }
-    assert calls[0]["arguments_tokens"] > 0 and calls[0]["token_method"]
+    # The calls' tokens are counted after the answer, by the token pass.
+    assert calls[0]["arguments_tokens"] is None and calls[0]["token_method"] is None
     assert calls[0]["response_bytes"] == 3
     (usage,) = assistant["usage"]
     assert usage["model"] == "gpt-4o"  # the message's model when the round names none
@@ -133,6 +136,13 @@ def test_messages_with_tool_calls_and_usage_round_trip(client, project_key):
     detail = get(client, project_key, "c1").get_json()
     assert [m["id"] for m in detail["messages"]] == ["u1", "a1"]
     assert detail["messages"][1]["tool_calls"] == calls
+
+    with app.app_context():
+        assert count_pending() == 3
+    counted = get(client, project_key, "c1").get_json()["messages"][1]["tool_calls"]
+    assert counted[0]["arguments_tokens"] > 0 and counted[0]["response_tokens"] > 0
+    assert counted[0]["token_method"] == "tiktoken:o200k_base"
+    assert counted[2]["response_tokens"] == 0  # the empty response
 
 
 def test_messages_without_times_keep_the_order_they_were_posted_in(client, project_key):

@@ -9,6 +9,7 @@ from webapp.db import begin_write, db, utcnow
 from webapp.ingest import WriteContext, prepare_message_tools, store_message_tools
 from webapp.ingest.calls import CallDraft, prepare_calls
 from webapp.ingest.errors import Invalid
+from webapp.ingest.token_pass import count_pending
 from webapp.redaction import NO_RULES, Rule, compile_rules
 
 BASE = "/api/v1/conversations"
@@ -56,21 +57,23 @@ def test_the_result_limit_applies_before_redaction_reads_the_result():
     oversize = '{"blob": "%s", "to": "jane@example.com"}' % ("%" * MAX_RESULT)
     draft = CallDraft("tools.0", 0, 0, "c0", "search", {"q": "x"}, response=oversize)
     with pytest.raises(Invalid) as refused:
-        prepare_calls([draft], shrinking, model=None, now=utcnow(), max_result_bytes=MAX_RESULT)
+        prepare_calls([draft], shrinking, now=utcnow(), max_result_bytes=MAX_RESULT)
     assert refused.value.details[0]["field"] == "tools.0.response.content"
     skips = compile_rules((Rule("quiet", "skip", ()),))
-    assert prepare_calls([draft], skips, model=None, now=utcnow(), max_result_bytes=1) == []
+    assert prepare_calls([draft], skips, now=utcnow(), max_result_bytes=1) == []
 
 
-def test_a_batch_counted_before_its_message_got_a_model_is_counted_again(app, client, project_key):
-    """The race between the read before the lock and the write: the tokenizer follows the
-    message's model as stored when the batch is written."""
+def test_a_batch_is_counted_for_the_model_its_message_has_when_the_pass_counts_it(
+    app, client, project_key
+):
+    """Prepared before its message got a model, stored after: the calls are stored uncounted,
+    and the token pass counts them with the tokenizer of the message's model by then."""
     with app.app_context():
         ctx = WriteContext(project_key.project_id, utcnow(), NO_RULES, MAX_RESULT)
         draft = CallDraft("tools.0", 0, 0, "c0", "search", {"q": "x"}, response="result")
         batch = prepare_message_tools(ctx, "m1", [draft])
         db.session.commit()
-    assert batch.calls[0].row["token_method"] == "tiktoken:o200k_base"
+    assert batch.calls[0].row["token_method"] is None
 
     # Meanwhile another request stores the message with an OpenAI model (cl100k_base).
     message = {"id": "m1", "role": "assistant", "model": "gpt-4", "content": "hi"}
@@ -83,4 +86,7 @@ def test_a_batch_counted_before_its_message_got_a_model_is_counted_again(app, cl
         begin_write()
         store_message_tools(ctx, batch)
         db.session.commit()
+    assert raw_rows(app, "SELECT token_method FROM tool_invocation") == [(None,)]
+    with app.app_context():
+        assert count_pending() == 1
     assert raw_rows(app, "SELECT token_method FROM tool_invocation") == [("tiktoken:cl100k_base",)]

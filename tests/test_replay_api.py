@@ -13,6 +13,7 @@ from factories import Call, big_conversation, calls, commit, conversation, messa
 from sqlalchemy import update
 
 from webapp.db import db
+from webapp.ingest.token_pass import count_pending
 from webapp.models import ToolInvocation
 from webapp.replay import validate
 
@@ -170,8 +171,16 @@ def test_the_default_freshness_is_the_channels_window(client, project_key):
     assert export(client, project_key, freshness="off")["stats"]["calls_included"] == 3
 
 
-def test_token_estimates_use_the_counts_stored_at_ingestion(app, client, project_key):
+def test_token_estimates_use_the_counts_stored_by_the_token_pass(app, client, project_key):
     store_support_chat(client, project_key)
+    params = {"freshness": "off", "compact_sources": "false", "as_of": "2099-01-01T00:00:00Z"}
+    url = f"{BASE}/support-1/replay"
+    uncounted = client.get(url, query_string=params, headers=project_key.headers).get_data()
+    with app.app_context():
+        assert count_pending() > 0
+    # Counted on the fly before the pass, as the pass counts: the same export to the byte.
+    counted = client.get(url, query_string=params, headers=project_key.headers)
+    assert counted.get_data() == uncounted
     before = export(client, project_key, freshness="off", compact_sources="false")
     with app.app_context():
         db.session.execute(

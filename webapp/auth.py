@@ -6,11 +6,12 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from flask import current_app, g, request, session
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.exc import OperationalError
 
 from .db import db, utcnow
@@ -56,26 +57,47 @@ def _bearer_token() -> str | None:
     return token.strip()
 
 
-def authenticate_api_key() -> Project:
+@dataclass(frozen=True, slots=True)
+class ApiProject:
+    """The project of the request's key, as the API uses it (`g.project`): read as two columns
+    with the key, not as ORM objects (that was a tenth of a 50-call write's CPU)."""
+
+    id: int
+    price_overrides: dict[str, Any] | None
+
+
+# Built once: the key's columns and its project's, by the key's hash.
+_KEY_LOOKUP = (
+    select(
+        ApiKey.id,
+        ApiKey.key_hash,
+        ApiKey.revoked_at,
+        ApiKey.last_used_at,
+        Project.id.label("project_id"),
+        Project.price_overrides,
+    )
+    .join(Project, Project.id == ApiKey.project_id)
+    .where(ApiKey.key_hash == bindparam("key_hash"))
+)
+
+
+def authenticate_api_key() -> ApiProject:
     """Resolve the request's Bearer key to its project, or raise a 401 ApiError."""
     token = _bearer_token()
     if token is None:
         raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
-    row = db.session.execute(
-        select(ApiKey, Project)
-        .join(Project, Project.id == ApiKey.project_id)
-        .where(ApiKey.key_hash == hash_key(token))
-    ).first()
-    if row is None or row.ApiKey.revoked_at is not None or not hmac.compare_digest(
-        row.ApiKey.key_hash, hash_key(token)
+    key_hash = hash_key(token)
+    row = db.session.execute(_KEY_LOOKUP, {"key_hash": key_hash}).first()
+    if row is None or row.revoked_at is not None or not hmac.compare_digest(
+        row.key_hash, key_hash
     ):
         raise ApiError(401, "invalid or revoked API key")
-    key, project = row.ApiKey, row.Project
     now = utcnow()
-    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        _touch_last_used(key.id, now)
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
+        _touch_last_used(row.id, now)
+    project = ApiProject(row.project_id, row.price_overrides)
     g.project = project
-    g.api_key = key
+    g.api_key_id = row.id
     return project
 
 

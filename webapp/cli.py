@@ -82,6 +82,21 @@ def keys_revoke(key_id: int) -> None:
     click.echo(f"revoked key {key_id} ({key.prefix}…)")
 
 
+@click.group("tokens")
+def tokens_group() -> None:
+    """The token counts of stored tool calls."""
+
+
+@tokens_group.command("count")
+@with_appcontext
+def tokens_count() -> None:
+    """Count the tokens of every stored call not counted yet (what the servers' token pass
+    does in the background). Safe to run at any time, also while servers run."""
+    from .ingest.token_pass import count_pending
+
+    click.echo(f"{count_pending()} tool calls counted")
+
+
 @click.group("conversations")
 def conversations_group() -> None:
     """Delete a conversation."""
@@ -150,6 +165,7 @@ def purge_command(days: int, project_slug: str | None) -> None:
 for _command in (
     serve_command,
     keys_group,
+    tokens_group,
     conversations_group,
     purge_command,
     demo_command,

@@ -87,6 +87,14 @@ def _configure_sqlite(dbapi_connection: Any, busy_timeout_ms: int) -> None:
     dbapi_connection.isolation_level = None
 
 
+def _configure_postgresql(dbapi_connection: Any, lock_timeout_ms: int) -> None:
+    # A writer waiting for a row lock gives up after this long (SQLSTATE 55P03), and the
+    # request is answered 503 with Retry-After: back-pressure instead of an unbounded queue.
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+    dbapi_connection.commit()
+
+
 def _begin_sqlite(conn: Any) -> None:
     # A deferred transaction that reads and then writes can fail at once with "database is
     # locked" when another writer got there first; busy_timeout does not help in that case.
@@ -113,3 +121,10 @@ def init_app(app: Flask) -> None:
                 lambda conn, _record: _configure_sqlite(conn, busy_timeout),
             )
             event.listen(engine, "begin", _begin_sqlite)
+        elif engine.dialect.name == "postgresql":
+            lock_timeout = int(app.config["PG_LOCK_TIMEOUT_MS"])
+            event.listen(
+                engine,
+                "connect",
+                lambda conn, _record: _configure_postgresql(conn, lock_timeout),
+            )

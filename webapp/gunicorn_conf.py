@@ -37,3 +37,21 @@ def on_starting(_server: Any) -> None:
     from webapp.tokens import preload
 
     preload()
+
+
+def post_worker_init(worker: Any) -> None:
+    """Start the token pass in the worker (after the fork: a thread does not survive one).
+    The workers of one server share a file lock, so one of them does the counting."""
+    app = worker.wsgi
+    interval = app.config.get("TOKEN_PASS_SECONDS") or 0
+    if interval > 0:
+        from webapp.ingest.token_pass import TokenPass
+
+        worker.token_pass = TokenPass.for_database(app.config["DATABASE_URL"], interval)
+        worker.token_pass.start(app)
+
+
+def worker_exit(_server: Any, worker: Any) -> None:
+    token_pass = getattr(worker, "token_pass", None)
+    if token_pass is not None:
+        token_pass.stop()

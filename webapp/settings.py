@@ -163,6 +163,20 @@ SETTINGS: tuple[Setting, ...] = (
         "How long an SQLite writer waits for the write lock before failing.",
         int,
     ),
+    Setting(
+        "PG_LOCK_TIMEOUT_MS",
+        10_000,
+        "How long a PostgreSQL writer waits for a row lock before the request is answered 503 "
+        "with Retry-After (clients retry), rather than queueing without bound.",
+        int,
+    ),
+    Setting(
+        "TOKEN_PASS_SECONDS",
+        1.0,
+        "How often a gunicorn worker counts the tokens of newly stored tool calls (writes "
+        "leave them to this pass); 0 turns it off, then run `toolscope tokens count`.",
+        float,
+    ),
 )
 
 

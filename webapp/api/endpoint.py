@@ -34,6 +34,7 @@ from typing import Any, get_type_hints
 from flask import current_app, g, request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
@@ -140,7 +141,15 @@ def _retryable(exc: Exception) -> bool:
     return False
 
 
+# PostgreSQL: lock_timeout (PG_LOCK_TIMEOUT_MS) or statement_timeout ran out.
+_BUSY_SQLSTATES = {"55P03", "57014"}
+
+
 def _sqlite_busy(exc: Exception) -> bool:
+    """The database did not let this write in in time: SQLite's lock after its busy timeout,
+    or a PostgreSQL row lock after lock_timeout. Answered 503 with Retry-After."""
+    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _BUSY_SQLSTATES:
+        return True
     return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
 
 
@@ -165,6 +174,14 @@ def endpoint(
 
         @wraps(func)
         def view(**path_kwargs: Any) -> Any:
+            try:
+                return run(**path_kwargs)
+            except PoolTimeout as exc:
+                # Every connection of the worker's pool is busy: back-pressure, not a 500.
+                db.session.rollback()
+                raise _busy() from exc
+
+        def run(**path_kwargs: Any) -> Any:
             if unique_api:
                 answer_as_unique_api()
             # The key first: a stranger's request is refused before its body is read, so a

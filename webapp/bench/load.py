@@ -35,6 +35,11 @@ RECONNECT_EVERY = 25
 WARM_UP_MARK = "-warm-up"
 # Kept per process to explain failures; the count of errors is always complete.
 ERROR_SAMPLES = 3
+# Every RESEND_EVERY-th batch is sent a second time after its answer, as a client does whose
+# answer was lost: the stored-calls check then also shows that a retry stores nothing twice.
+RESEND_EVERY = 10
+# A 503 (busy) or a dropped connection is retried with the same body, as the clients do.
+MAX_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class WorkerResult:
     requests: int = 0
     calls: int = 0
     errors: int = 0
+    retries: int = 0  # requests sent again: resends of answered batches and retries after 503
     error_samples: list[str] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     started: float = 0.0
@@ -71,6 +77,7 @@ class LoadResult:
     requests: int
     calls: int
     errors: int
+    retries: int
     error_samples: list[str]
     latencies: list[float]
     wall_seconds: float
@@ -104,6 +111,7 @@ class LoadResult:
             requests=sum(r.requests for r in results),
             calls=sum(r.calls for r in results),
             errors=sum(r.errors for r in results),
+            retries=sum(r.retries for r in results),
             error_samples=[s for r in results for s in r.error_samples][:ERROR_SAMPLES],
             latencies=latencies,
             wall_seconds=wall,
@@ -270,25 +278,44 @@ def run_job(job: Job, worker_number: int, start_line: Any) -> WorkerResult:
                 conn.close()
             path, body = build(prefix, n)
             n += 1
-            sent = time.monotonic()
-            try:
-                status, answer = conn.request("POST", path, body)
-            except (OSError, http.client.HTTPException) as exc:
-                _count_error(result, f"{type(exc).__name__}: {exc}")
-                continue
-            result.latencies.append(time.monotonic() - sent)
-            result.requests += 1
-            if status in (200, 201):
-                result.calls += CALLS_PER_REQUEST
-            else:
-                _count_error(
-                    result, f"HTTP {status}: {answer[:200].decode(errors='replace').strip()}"
-                )
+            if _post(conn, path, body, result) and n % RESEND_EVERY == 0:
+                result.retries += 1
+                _post(conn, path, body, result, count=False)
         result.ended = time.monotonic()
         result.cpu_seconds = time.process_time() - cpu_start
     finally:
         conn.close()
     return result
+
+
+def _post(
+    conn: _Connection, path: str, body: bytes, result: WorkerResult, *, count: bool = True
+) -> bool:
+    """Post one batch until it is answered (a 503 or a dropped connection is retried with the
+    same body); its calls are counted once, when `count`. True when it was stored."""
+    sent = time.monotonic()
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            status, answer = conn.request("POST", path, body)
+        except (OSError, http.client.HTTPException) as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        else:
+            if status in (200, 201):
+                if count:
+                    result.latencies.append(time.monotonic() - sent)
+                    result.requests += 1
+                    result.calls += CALLS_PER_REQUEST
+                return True
+            failure = f"HTTP {status}: {answer[:200].decode(errors='replace').strip()}"
+            if status != 503:
+                break
+        if attempt < MAX_ATTEMPTS:
+            result.retries += 1
+            time.sleep(0.05 * attempt)
+    if count:
+        result.requests += 1
+    _count_error(result, failure)
+    return False
 
 
 def _warm_up(conn: _Connection, build: BodyBuilder, prefix: str, seconds: float) -> None:

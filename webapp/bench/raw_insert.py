@@ -80,9 +80,12 @@ def raw_insert_section(ctx: BenchContext) -> list[Figure]:
 def _scratch_message(db: Any, run_id: str) -> tuple[int, int]:
     """A message of the bench project for the rows to hang off (foreign keys hold)."""
     from ..auth import get_or_create_project
-    from ..db import utcnow
+    from ..db import begin_write, utcnow
     from ..models import Message
 
+    # The write lock up front: a transaction that reads and then writes fails at once on SQLite
+    # if another writer (the servers' token pass) holds the lock meanwhile; this one waits.
+    begin_write()
     project = get_or_create_project(BENCH_PROJECT)
     message = Message(
         project_id=project.id, external_id=f"{run_id}-raw", role="assistant", created_at=utcnow()

@@ -13,6 +13,8 @@ To add one (e.g. a replay figure), write it here or import its module from `weba
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +101,10 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
         result = ctx.load.run(job)
         server_cpu = _cpu_used(cpu_before, ctx.server.pid)
         stored = _stored_calls(ctx.server_database_url, ctx.run_id, endpoint)
+        # Only a server the bench started runs the pass for sure (--url may point at one without).
+        catch_up = _token_pass_catch_up(ctx.server_database_url) if ctx.server.pid else None
+        # The workers' CPU until the pass had counted the run's calls: the whole cost of a call.
+        with_pass = _cpu_used(cpu_before, ctx.server.pid) if catch_up is not None else []
         values: dict[str, Any] = {
             "calls_per_second": round(result.calls_per_second, 1),
             "requests_per_second": round(result.requests_per_second, 1),
@@ -108,6 +114,7 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             "requests": result.requests,
             "calls": result.calls,
             "errors": result.errors,
+            "retries": result.retries,
             "error_samples": result.error_samples,
             "seconds": round(result.wall_seconds, 2),
             "client_processes": result.processes,
@@ -115,16 +122,26 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
         }
         if stored is not None:
             values["stored_calls"] = stored
+        if catch_up is not None:
+            values["token_pass_catch_up_seconds"] = round(catch_up, 2)
+        if with_pass:
+            values["server_us_per_call_with_token_pass"] = round(
+                sum(with_pass) / max(result.calls, 1) * 1e6, 1
+            )
         if server_cpu:
             # Figures per CPU-second of the server hold up on a busy machine; calls/s do not.
             busy = sum(server_cpu) / result.wall_seconds
             values["server_cores_busy"] = round(busy, 2)
             values["worker_cpu_split"] = [round(c / sum(server_cpu), 2) for c in server_cpu]
             values["calls_per_server_cpu_second"] = round(result.calls / sum(server_cpu), 1)
+            values["server_us_per_call"] = round(sum(server_cpu) / max(result.calls, 1) * 1e6, 1)
+        # The machine may be shared: its load during the run qualifies every figure above.
+        values["load_average_1m"] = round(os.getloadavg()[0], 2)
         text = (
             f"{result.calls_per_second:>9,.0f} calls/s {result.requests_per_second:>7,.1f} req/s"
             f"   p50 {values['p50_ms']:.1f} ms  p95 {values['p95_ms']:.1f} ms"
             f"  p99 {values['p99_ms']:.1f} ms   errors {result.errors}"
+            f" (retries {result.retries})"
             f"   ({result.calls:,} calls in {result.wall_seconds:.1f} s"
             f"; client CPU {result.client_cpu_share:.0%} of a core per process)"
         )
@@ -133,7 +150,14 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             text += (
                 f"   server: {values['server_cores_busy']:.2f} cores busy (workers {split}),"
                 f" {values['calls_per_server_cpu_second']:,.0f} calls per CPU-second"
+                f" ({values['server_us_per_call']:.0f} µs per call)"
             )
+        if catch_up is not None:
+            text += f"   token pass done {catch_up:.1f} s after the run"
+        if with_pass:
+            us = values["server_us_per_call_with_token_pass"]
+            text += f" ({us:.0f} µs server CPU per call with it)"
+        text += f"   load average {values['load_average_1m']:.2f}"
         if "stored_calls" in values and values["stored_calls"] != result.calls:
             text += f"   STORED {values['stored_calls']:,} != SENT {result.calls:,}"
         figures.append(Figure("ingest", ctx.target, ENDPOINT_LABELS[endpoint], values, text))
@@ -157,6 +181,39 @@ def _cpu_used(before: dict[int, float], master_pid: int | None) -> list[float]:
     after = worker_cpu_seconds(master_pid)
     used = [after[pid] - before.get(pid, 0.0) for pid in sorted(after)]
     return used if sum(used) > 0 else []
+
+
+# How long the bench waits for the servers' token pass to count what a run stored.
+TOKEN_PASS_WAIT_SECONDS = 30.0
+
+
+def _token_pass_catch_up(database_url: str | None) -> float | None:
+    """Seconds until the server's token pass has counted every stored call (None when the pass
+    is off or there is no database to look at). The pass's CPU is in the server CPU figures
+    of the next run only if it is still running then: waiting keeps each run's figures its own,
+    and keeps it from competing with the raw inserts."""
+    from ..settings import load
+
+    if database_url is None or not load()["TOKEN_PASS_SECONDS"]:
+        return None
+    import sqlalchemy as sa
+
+    from ..ingest.token_pass import PENDING
+    from ..sql import TOOL
+
+    query = sa.select(sa.func.count()).select_from(TOOL).where(PENDING)
+    engine = sa.create_engine(database_url)
+    started = time.monotonic()
+    try:
+        with engine.connect() as conn:
+            while conn.execute(query).scalar_one():
+                conn.rollback()
+                if time.monotonic() - started > TOKEN_PASS_WAIT_SECONDS:
+                    return None
+                time.sleep(0.2)
+    finally:
+        engine.dispose()
+    return time.monotonic() - started
 
 
 def _stored_calls(database_url: str | None, run_id: str, endpoint: str) -> int | None:

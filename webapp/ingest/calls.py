@@ -11,16 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import Text, bindparam, select, update
 
 from ..db import db
 from ..redaction import CompiledRules
-from ..sql import TOOL, dialect_insert, json_from_text
+from ..sql import TOOL, json_from_text
 from .errors import Conflict, Invalid, RaceLost
-from .values import clean_json, clean_text, compact_json, count_tokens
+from .values import clean_json, clean_text, compact_json
 
 
 @dataclass(slots=True)
@@ -43,54 +42,31 @@ class CallDraft:
 
 @dataclass(slots=True)
 class PreparedCall:
-    """A redacted call with its computed columns and token counts, ready to compare and insert.
+    """A redacted call with its computed columns, ready to compare and insert.
 
-    Tokens are counted when the call is prepared, before the request takes the database's write
-    lock: tokenizing is a third of a write's CPU, and on SQLite only one writer holds the lock at
-    a time. A retry of an already stored call pays for counting it again; that is the price of
-    letting two workers tokenize in parallel.
+    Its token counts are left empty (NULL): tokenizing was a third of a write's CPU, so it is
+    done after the answer, by the token pass (`webapp.ingest.tokens`), which counts every row
+    whose text has no count yet. Readers that need a count before the pass got there count on
+    the fly (`webapp.queries.histories`).
     """
 
     field: str
     row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
     arguments_json: str | None
-    model: str | None = None  # the model the tokens were counted for
 
     @property
     def key(self) -> tuple[int, int]:
         return self.row["round_index"], self.row["sequence_index"]
-
-    def count_tokens(self, model: str | None) -> None:
-        """Fill in the row's token counts for `model` (the tokenizer depends on it)."""
-        self.model = model
-        row = self.row
-        row["arguments_tokens"] = row["response_tokens"] = row["token_method"] = None
-        if self.arguments_json is not None:
-            count = count_tokens(self.arguments_json, model)
-            row["arguments_tokens"], row["token_method"] = count.tokens, count.method
-        if row["response"] is not None:
-            count = count_tokens(row["response"], model)
-            row["response_tokens"] = count.tokens
-            row["token_method"] = row["token_method"] or count.method
-
-
-def recount_for_model(calls: Sequence[PreparedCall], model: str | None) -> None:
-    """Count again the calls that were counted for another model (a rare race: the message's
-    model was set between the request's read and its write)."""
-    for call in calls:
-        if call.model != model:
-            call.count_tokens(model)
 
 
 def prepare_calls(
     drafts: Sequence[CallDraft],
     rules: CompiledRules,
     *,
-    model: str | None,
     now: datetime,
     max_result_bytes: int,
 ) -> list[PreparedCall]:
-    """Redact, measure and count the tokens of one message's calls; skipped calls are left out.
+    """Redact and measure one message's calls; skipped calls are left out.
 
     Pure (no database): callers run it before taking the write lock.
 
@@ -100,7 +76,7 @@ def prepare_calls(
     """
     prepared: dict[tuple[int, int], PreparedCall] = {}
     for draft in drafts:
-        call = _prepare_call(draft, rules, model, now, max_result_bytes)
+        call = _prepare_call(draft, rules, now, max_result_bytes)
         if call is None:
             continue
         earlier = prepared.get(call.key)
@@ -133,7 +109,6 @@ def _check_result_size(draft: CallDraft, response: str | None, limit: int) -> in
 def _prepare_call(
     draft: CallDraft,
     rules: CompiledRules,
-    model: str | None,
     now: datetime,
     max_result_bytes: int,
 ) -> PreparedCall | None:
@@ -185,9 +160,7 @@ def _prepare_call(
         "token_method": None,
         "response_bytes": response_bytes,
     }
-    call = PreparedCall(draft.field, row, arguments_json)
-    call.count_tokens(model)
-    return call
+    return PreparedCall(draft.field, row, arguments_json)
 
 
 def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -326,16 +299,77 @@ _UPDATE_RESPONSES = (
 )
 
 
-@cache
-def _insert_statement(dialect: str) -> Any:
-    return (
-        dialect_insert(TOOL, dialect)
-        .values(
-            arguments=json_from_text(bindparam("arguments_json", type_=Text)),
-            redactions=json_from_text(bindparam("redactions_json", type_=Text)),
+# The INSERT's columns, in the order of the values of each row.
+_INSERT_COLUMNS = ("project_id", "message_id", *_ROW_KEYS, "arguments", "redactions")
+# Rows per statement: 18 values each stays well under SQLite's 32,766 parameters.
+_INSERT_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class _InsertPlan:
+    """The tool-call INSERT as driver SQL, built once per dialect: a multi-row
+    `INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING RETURNING ...` sent with
+    `exec_driver_sql`, each value converted by its column type's own bind processor. The same
+    statement SQLAlchemy's insertmanyvalues would send, without compiling and processing the
+    parameters of every row through the ORM session (that was half a write's CPU)."""
+
+    head: str
+    row: str
+    tail: str
+    processors: tuple[Any, ...]  # per column: the type's bind processor, or None
+    # PostgreSQL: the rows as one JSON parameter, `INSERT ... SELECT FROM
+    # jsonb_to_recordset(...)`: a short statement with one parameter whatever the number of
+    # rows. (psycopg parses a long statement again on every execution, and dumps arrays of
+    # text through a regular expression per element: both cost more than the rest of a write.)
+    recordset: str | None = None
+
+    def statement(self, rows: int) -> str:
+        return self.head + ", ".join([self.row] * rows) + self.tail
+
+
+_INSERT_PLANS: dict[str, _InsertPlan] = {}
+
+
+def _insert_plan(dialect: Any) -> _InsertPlan:
+    plan = _INSERT_PLANS.get(dialect.name)
+    if plan is None:
+        plan = _INSERT_PLANS[dialect.name] = _make_insert_plan(dialect)
+    return plan
+
+
+def _make_insert_plan(dialect: Any) -> _InsertPlan:
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    json_mark = f"CAST({mark} AS JSONB)" if dialect.name == "postgresql" else mark
+    marks = [json_mark if c in ("arguments", "redactions") else mark for c in _INSERT_COLUMNS]
+    processors = tuple(
+        None
+        if c in ("arguments", "redactions")  # JSON text, passed as it is
+        else TOOL.c[c].type.dialect_impl(dialect).bind_processor(dialect)
+        for c in _INSERT_COLUMNS
+    )
+    columns = ", ".join(_INSERT_COLUMNS)
+    tail = " ON CONFLICT DO NOTHING RETURNING id, message_id, round_index, sequence_index"
+    recordset = None
+    if dialect.name == "postgresql":
+        types = [
+            "TEXT" if c in ("arguments", "redactions") else TOOL.c[c].type.compile(dialect)
+            for c in _INSERT_COLUMNS
+        ]
+        selected = [
+            f"CAST(t.{c} AS JSONB)" if c in ("arguments", "redactions") else f"t.{c}"
+            for c in _INSERT_COLUMNS
+        ]
+        record = ", ".join(f"{c} {t}" for c, t in zip(_INSERT_COLUMNS, types, strict=True))
+        recordset = (
+            f"INSERT INTO {TOOL.name} ({columns}) SELECT {', '.join(selected)} "
+            f"FROM jsonb_to_recordset(CAST(%s AS JSONB)) AS t({record}){tail}"
         )
-        .on_conflict_do_nothing()
-        .returning(TOOL.c.id, TOOL.c.message_id, TOOL.c.round_index, TOOL.c.sequence_index)
+    return _InsertPlan(
+        head=f"INSERT INTO {TOOL.name} ({columns}) VALUES ",
+        row=f"({', '.join(marks)})",
+        tail=tail,
+        processors=processors,
+        recordset=recordset,
     )
 
 
@@ -385,20 +419,42 @@ def _insert_calls(
         return []
     # A stable order makes concurrent PostgreSQL writers take key locks in the same order.
     inserts.sort(key=lambda item: (item[0], *item[1].key))
-    params = []
+    conn = db.session.connection()
+    plan = _insert_plan(conn.dialect)
+    processors = plan.processors
+    values: list[Any] = []
     for message_id, call in inserts:
         row = call.row
-        param = {k: row[k] for k in _ROW_KEYS}
-        param["project_id"] = project_id
-        param["message_id"] = message_id
-        param["arguments_json"] = call.arguments_json
-        param["redactions_json"] = compact_json(row["redactions"]) if row["redactions"] else None
-        params.append(param)
-    stmt = _insert_statement(db.session.get_bind().dialect.name)
-    returned = db.session.execute(stmt, params).all()
-    if len(returned) != len(params):
+        redactions = row["redactions"]
+        raw = (
+            project_id,
+            message_id,
+            *[row[k] for k in _ROW_KEYS],
+            call.arguments_json,
+            compact_json(redactions) if redactions else None,
+        )
+        values.extend(
+            v if p is None or v is None else p(v) for p, v in zip(processors, raw, strict=True)
+        )
+    width = len(_INSERT_COLUMNS)
+    returned = []
+    if plan.recordset is not None:
+        records = [
+            {
+                c: v.isoformat() if isinstance(v, datetime) else v
+                for c, v in zip(_INSERT_COLUMNS, values[i : i + width], strict=True)
+            }
+            for i in range(0, len(values), width)
+        ]
+        document = compact_json(records)
+        returned = conn.exec_driver_sql(plan.recordset, (document,)).all()
+    for start in range(0, len(inserts) if plan.recordset is None else 0, _INSERT_CHUNK):
+        chunk = values[start * width : (start + _INSERT_CHUNK) * width]
+        sql = plan.statement(len(chunk) // width)
+        returned += conn.exec_driver_sql(sql, tuple(chunk)).all()
+    if len(returned) != len(inserts):
         raise RaceLost()
-    ids = {(r.message_id, r.round_index, r.sequence_index): r.id for r in returned}
+    ids = {(m, r, q): i for i, m, r, q in returned}
     out = []
     for message_id, call in inserts:
         row = dict(call.row, message_id=message_id)

@@ -88,19 +88,6 @@ def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, di
     return {r["external_id"]: dict(r) for r in rows}
 
 
-_MESSAGE_MODEL = select(MESSAGE.c.model).where(
-    MESSAGE.c.project_id == bindparam("project_id"),
-    MESSAGE.c.external_id == bindparam("external_id"),
-)
-
-
-def message_model(project_id: int, external_id: str) -> str | None:
-    """The stored model of a message (None if unknown): read before the write lock, to count a
-    MessageTool batch's tokens with the right tokenizer."""
-    params = {"project_id": project_id, "external_id": external_id}
-    return db.session.execute(_MESSAGE_MODEL, params).scalar()
-
-
 def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[str, Any]:
     """The message a MessageTool post attaches to; a placeholder is made for an unknown id."""
     found = _lock_messages(project_id, [external_id]).get(external_id)

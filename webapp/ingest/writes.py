@@ -20,7 +20,6 @@ from .calls import (
     CallDraft,
     PreparedCall,
     prepare_calls,
-    recount_for_model,
     store_calls,
 )
 from .conversations import touch_conversations
@@ -30,7 +29,6 @@ from .messages import (
     check_not_otlp_owned,
     count_content,
     message_for_tools,
-    message_model,
     upsert_messages,
 )
 from .usage import store_usage
@@ -75,7 +73,8 @@ class PreparedMessage:
 
 
 def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[PreparedMessage]:
-    """The CPU work of a message batch, done before the write lock: checks, redaction, tokens.
+    """The CPU work of a message batch, done before the write lock: checks, redaction, the
+    content's tokens (the calls' tokens are counted later, by the token pass).
 
     Pure (no database). Raises `Invalid` for a bad item.
     """
@@ -89,7 +88,6 @@ def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[
         calls = prepare_calls(
             draft.calls,
             ctx.rules,
-            model=draft.model,
             now=ctx.now,
             max_result_bytes=ctx.max_result_bytes,
         )
@@ -128,7 +126,7 @@ def store_messages(
 
 @dataclass
 class PreparedToolBatch:
-    """A MessageTool batch, redacted and counted for the model its message had when read."""
+    """A MessageTool batch, redacted; its token counts are left to the token pass."""
 
     message_external_id: str
     calls: list[PreparedCall]
@@ -137,13 +135,12 @@ class PreparedToolBatch:
 def prepare_message_tools(
     ctx: WriteContext, message_external_id: str, drafts: Sequence[CallDraft]
 ) -> PreparedToolBatch:
-    """The CPU work of a MessageTool batch, before the write lock (one read: the message's
-    model, which picks the tokenizer)."""
+    """The CPU work of a MessageTool batch, before the write lock: redaction and measuring.
+    The tokens are counted by the token pass, with the model the message has by then."""
     check_not_otlp_owned(message_external_id, "messageId")
     calls = prepare_calls(
         drafts,
         ctx.rules,
-        model=message_model(ctx.project_id, message_external_id),
         now=ctx.now,
         max_result_bytes=ctx.max_result_bytes,
     )
@@ -153,7 +150,6 @@ def prepare_message_tools(
 def store_message_tools(ctx: WriteContext, batch: PreparedToolBatch) -> list[dict[str, Any]]:
     """A MessageTool batch: calls of one message, which may not be in a conversation yet."""
     message = message_for_tools(ctx.project_id, batch.message_external_id, ctx.now)
-    recount_for_model(batch.calls, message["model"])
     rows = store_calls(
         ctx.project_id, [CallBatch(message["id"], batch.message_external_id, batch.calls)]
     )

@@ -45,7 +45,7 @@ from ..replay.history import ServiceCall as HistoryServiceCall
 from ..replay.history import ToolCall as HistoryToolCall
 from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import dumps
-from ..tokens import stored_counter
+from ..tokens import count_tokens, stored_counter
 from .records import ConversationRecord
 
 TokenKeys = Literal["text", "row"]
@@ -255,7 +255,10 @@ def _tool_calls(
     if lists_only:
         # Only texts that may be sources lists leave the database (see the module docstring).
         response: list[Any] = [
-            _list_like(ToolRow.response).label("response"),
+            case(
+                (ToolRow.response_tokens.is_(None), ToolRow.response),
+                else_=_list_like(ToolRow.response),
+            ).label("response"),
             ToolRow.response.is_not(None).label("has_response"),
             ToolRow.response_bytes,
         ]
@@ -279,6 +282,7 @@ def _tool_calls(
             cast(ToolRow.redactions, Text),
             ToolRow.arguments_tokens,
             ToolRow.response_tokens,
+            Message.model,
             *response,
         )
         .join(Message, Message.id == ToolRow.message_id)
@@ -315,6 +319,7 @@ def _tool_calls(
         redactions,
         arguments_tokens,
         response_tokens,
+        message_model,
         text,
         has_response,
         response_bytes,
@@ -330,8 +335,15 @@ def _tool_calls(
                 compact = None
         else:
             arguments = _json_object(arguments_json)
-        if lists_only and text is None and has_response:
-            text = ""
+        if lists_only:
+            if response_tokens is None and text is not None:
+                # Not counted yet by the token pass: counted as the pass will count it; the
+                # text is kept only where it may be a sources list.
+                response_tokens = count_tokens(text, message_model)
+                if not text.lstrip(" \t\r\n").startswith("["):
+                    text = None
+            if text is None and has_response:
+                text = ""
         calls[message_id].append(
             HistoryToolCall(
                 row_id,
@@ -353,9 +365,14 @@ def _tool_calls(
         )
         if tokens == "text":
             stored = loaded[conversation_id].stored_tokens
-            if text is not None and response_tokens is not None:
+            # Not counted yet by the token pass: counted as the pass will (the message's model).
+            if text is not None:
+                if response_tokens is None:
+                    response_tokens = count_tokens(text, message_model)
                 stored[text] = response_tokens
-            if compact is not None and arguments_tokens is not None:
+            if compact is not None:
+                if arguments_tokens is None:
+                    arguments_tokens = count_tokens(compact, message_model)
                 # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
                 # hand the keys back in another order: same tokens, so the count still holds.
                 stored[compact] = arguments_tokens
@@ -364,6 +381,8 @@ def _tool_calls(
                 # Ingested without a count: a quarter of its size stands in (the text stays
                 # put).
                 response_tokens = math.ceil(response_bytes / 4)
+            if arguments_tokens is None and arguments is not None:
+                arguments_tokens = count_tokens(dumps(arguments), message_model)
             out = loaded[conversation_id]
             out.argument_tokens[row_id] = arguments_tokens
             out.result_tokens[row_id] = response_tokens

@@ -702,7 +702,7 @@ def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
             drafts.append(draft)
             names[(plan.index, call.sequence_index)] = redactions
     prepared = prepare_calls(
-        drafts, NO_RULES, model=turn.model, now=ctx.now, max_result_bytes=ctx.max_result_bytes
+        drafts, NO_RULES, now=ctx.now, max_result_bytes=ctx.max_result_bytes
     )
     for call in prepared:
         call.row["redactions"] = names[call.key] or None

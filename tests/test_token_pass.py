@@ -1,0 +1,220 @@
+"""The token pass: writes store calls uncounted, the pass counts each one exactly once, and
+its pending work (the NULL counts) survives a crash."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from api_support import raw_rows, tool_item
+
+from webapp.cli import main
+from webapp.db import db
+from webapp.ingest.token_pass import (
+    _SET_COUNTS,
+    TokenPass,
+    count_batch,
+    count_pending,
+    pending_rows,
+)
+from webapp.replay.jsonfast import dumps
+from webapp.tokens import estimate
+
+TOOLS_URL = "/api/v1/messages/tools"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def post_tools(client, key, message_id: str, tools: list[dict]) -> None:
+    response = client.post(
+        TOOLS_URL, json={"messageId": message_id, "tools": tools}, headers=key.headers
+    )
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+def post_many(client, key, messages: int, calls: int = 10) -> None:
+    for m in range(messages):
+        tools = [
+            tool_item(0, s, arguments={"q": f"question {m}.{s}"}, response=f"answer {m}.{s} " * s)
+            for s in range(calls)
+        ]
+        post_tools(client, key, f"m{m}", tools)
+
+
+def stored_counts(app) -> list[tuple]:
+    return raw_rows(
+        app,
+        "SELECT id, arguments_tokens, response_tokens, token_method FROM tool_invocation "
+        "ORDER BY id",
+    )
+
+
+def expected_counts(app) -> list[tuple]:
+    """What ingestion used to count inline: the compact arguments and the response."""
+    with app.app_context():
+        from webapp.models import ToolInvocation
+
+        rows = db.session.query(ToolInvocation).order_by(ToolInvocation.id).all()
+        return [
+            (
+                r.id,
+                estimate(dumps(r.arguments)).tokens,
+                None if r.response is None else estimate(r.response).tokens,
+                "tiktoken:o200k_base",
+            )
+            for r in rows
+        ]
+
+
+def pending(app) -> int:
+    with app.app_context():
+        return pending_rows()
+
+
+def test_writes_leave_the_counts_to_the_pass_which_counts_each_call_once(app, client, project_key):
+    post_many(client, project_key, 3)
+    assert pending(app) == 30
+    assert {c[1:] for c in stored_counts(app)} == {(None, None, None)}
+    with app.app_context():
+        assert count_pending(limit=7) == 30  # several batches
+        assert count_pending() == 0  # nothing is counted twice
+    assert pending(app) == 0
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_a_count_already_stored_is_never_overwritten(app, client, project_key):
+    """Two passes that read the same rows: the first to write wins, the second changes
+    nothing (COALESCE), so a count is written once whatever the race."""
+    post_tools(client, project_key, "m1", [tool_item(0, 0, response="hello")])
+    with app.app_context():
+        assert count_pending() == 1
+        (row_id,) = [r[0] for r in stored_counts(app)]
+        late = {"b_id": row_id, "b_arguments": 999, "b_response": 999, "b_method": "late"}
+        db.session.execute(_SET_COUNTS, [late], execution_options={"synchronize_session": False})
+        db.session.commit()
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_a_response_that_comes_later_is_counted_then(app, client, project_key):
+    post_tools(client, project_key, "m1", [tool_item(0, 0)])  # no response yet
+    with app.app_context():
+        assert count_pending() == 1
+    ((_, arguments_tokens, response_tokens, _),) = stored_counts(app)
+    assert arguments_tokens > 0 and response_tokens is None
+    assert pending(app) == 0
+    post_tools(client, project_key, "m1", [tool_item(0, 0, response="it rains")])
+    assert pending(app) == 1
+    with app.app_context():
+        assert count_pending() == 1
+    assert stored_counts(app) == expected_counts(app)
+    assert pending(app) == 0
+
+
+def test_a_pass_killed_midway_leaves_the_rest_pending_for_the_next(app, client, project_key):
+    """A process dies after two batches of ten (SIGKILL, no cleanup): the 20 rows it wrote stay
+    counted, the other 30 are still pending and a new pass counts exactly those."""
+    post_many(client, project_key, 5)
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        from conftest import make_test_app
+        from webapp.ingest.token_pass import count_batch
+        app = make_test_app({app.config["DATABASE_URL"]!r})
+        with app.app_context():
+            after = 0
+            for _ in range(2):
+                counted, after = count_batch(after, 10)
+                assert counted == 10
+            os.kill(os.getpid(), signal.SIGKILL)  # a crash: in the middle of the pass
+        """
+    )
+    crashed = subprocess.run([sys.executable, "-c", script], cwd=ROOT, timeout=120)
+    assert crashed.returncode == -9
+    assert pending(app) == 30
+    counted = [c for c in stored_counts(app) if c[1] is not None]
+    assert len(counted) == 20
+    with app.app_context():
+        assert count_pending() == 30
+    assert pending(app) == 0
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_the_background_pass_counts_new_rows_and_only_one_worker_runs_it(
+    app, client, project_key, tmp_path
+):
+    lock = str(tmp_path / "pass.lock")
+    first = TokenPass(0.02, lock, batch_rows=4)
+    second = TokenPass(0.02, lock, batch_rows=4)
+    first.start(app)
+    try:
+        time.sleep(0.1)  # the first takes the lock
+        second.start(app)
+        post_many(client, project_key, 2)
+        deadline = time.monotonic() + 30
+        while pending(app) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pending(app) == 0
+        assert first._lock_file is not None and second._lock_file is None
+    finally:
+        first.stop()
+        second.stop()
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_the_cli_counts_what_is_pending(app, client, project_key, runner):
+    post_many(client, project_key, 1, calls=3)
+    result = runner.invoke(main, args=["tokens", "count"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "3 tool calls counted"
+    assert pending(app) == 0
+
+
+@pytest.mark.parametrize("batch", [1, 500])
+def test_count_batch_reports_where_it_stopped(app, client, project_key, batch):
+    post_many(client, project_key, 1, calls=3)
+    with app.app_context():
+        counted, last = count_batch(0, batch)
+        assert counted == min(batch, 3) and last is not None
+        assert count_batch(last, batch)[0] == min(batch, 3 - counted)
+
+
+def test_a_write_tokenizes_nothing(app, client, project_key, monkeypatch):
+    """The request path leaves every count to the pass: no tokenizer call while answering."""
+    import webapp.tokens
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("tokenized on the request path")
+
+    monkeypatch.setattr(webapp.tokens, "estimate", refuse)
+    monkeypatch.setattr("webapp.ingest.values.estimate", refuse)
+    post_many(client, project_key, 2)
+    assert pending(app) == 20
+
+
+def test_gunicorn_starts_the_pass_in_each_worker_and_stops_it(app, client, project_key):
+    from webapp import gunicorn_conf
+
+    class Worker:
+        wsgi = app
+
+    app.config["TOKEN_PASS_SECONDS"] = 0.02
+    worker = Worker()
+    gunicorn_conf.post_worker_init(worker)
+    try:
+        post_many(client, project_key, 1, calls=3)
+        deadline = time.monotonic() + 30
+        while pending(app) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pending(app) == 0
+    finally:
+        gunicorn_conf.worker_exit(None, worker)
+    assert not worker.token_pass._thread.is_alive()
+
+    off = Worker()
+    app.config["TOKEN_PASS_SECONDS"] = 0
+    gunicorn_conf.post_worker_init(off)
+    assert not hasattr(off, "token_pass")

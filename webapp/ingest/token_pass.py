@@ -1,0 +1,219 @@
+"""The token pass: counts the tokens of stored tool calls after their request was answered.
+
+Tokenizing was about a third of a write's CPU. A write therefore stores its calls with
+`arguments_tokens` / `response_tokens` NULL, and this pass counts them later, in bounded
+batches. The pending work *is* those NULLs in the database, so nothing is lost when a process
+dies mid-pass: the next pass (another worker's, a restarted one's, or `toolscope tokens count`)
+finds the same rows still NULL.
+
+A row is pending while it has arguments without `arguments_tokens` or a response without
+`response_tokens` (a response that arrives after its call makes its row pending again). Counts
+are written with `COALESCE(column, :count)`: a row counted meanwhile by another pass keeps the
+count it has, so nothing is ever counted twice into the database, and two passes racing only
+waste CPU. A response can only go from none to one text (a different one is a conflict), so a
+count made from the text read is the count of the text stored.
+
+Tokens are counted for the model the row's message has when the pass reads it, as the replay
+counts a text it has no stored count for (`webapp.queries.histories` falls back to exactly this
+count, so an export is the same before and after the pass).
+
+Each gunicorn worker runs `TokenPass` in a thread (`webapp.gunicorn_conf`) at the lowest CPU
+priority; a file lock lets one worker of a server do the work while the others wait to take
+over. It follows the newest rows
+every TOKEN_PASS_SECONDS and goes over the whole table again every FULL_SCAN_SECONDS (rows
+whose response came later, ids committed out of order on PostgreSQL, a previous crash).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from sqlalchemy import Integer, String, and_, bindparam, func, or_, select, update
+
+from ..db import begin_write, db
+from ..sql import MESSAGE, TOOL
+from .values import compact_json, count_tokens
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 500
+FULL_SCAN_SECONDS = 60.0
+
+PENDING = or_(
+    and_(TOOL.c.arguments.is_not(None), TOOL.c.arguments_tokens.is_(None)),
+    and_(TOOL.c.response.is_not(None), TOOL.c.response_tokens.is_(None)),
+)
+
+_PENDING_ROWS = (
+    select(
+        TOOL.c.id,
+        TOOL.c.arguments,
+        TOOL.c.response,
+        TOOL.c.arguments_tokens,
+        TOOL.c.response_tokens,
+        MESSAGE.c.model,
+    )
+    .join(MESSAGE, MESSAGE.c.id == TOOL.c.message_id)
+    .where(TOOL.c.id > bindparam("after"), PENDING)
+    .order_by(TOOL.c.id)
+    .limit(bindparam("limit"))
+)
+
+_SET_COUNTS = (
+    update(TOOL)
+    .where(TOOL.c.id == bindparam("b_id"))
+    .values(
+        arguments_tokens=func.coalesce(
+            TOOL.c.arguments_tokens, bindparam("b_arguments", type_=Integer)
+        ),
+        response_tokens=func.coalesce(
+            TOOL.c.response_tokens, bindparam("b_response", type_=Integer)
+        ),
+        token_method=func.coalesce(TOOL.c.token_method, bindparam("b_method", type_=String)),
+    )
+)
+
+
+def call_counts(
+    arguments: Any, response: str | None, model: str | None
+) -> tuple[int | None, int | None, str | None]:
+    """(arguments tokens, response tokens, method) of one call, as ingestion counts them."""
+    arguments_tokens = response_tokens = method = None
+    if arguments is not None:
+        count = count_tokens(compact_json(arguments), model)
+        arguments_tokens, method = count.tokens, count.method
+    if response is not None:
+        count = count_tokens(response, model)
+        response_tokens, method = count.tokens, method or count.method
+    return arguments_tokens, response_tokens, method
+
+
+def _params(row: Any) -> dict[str, Any]:
+    arguments = row.arguments if row.arguments_tokens is None else None
+    response = row.response if row.response_tokens is None else None
+    a, r, method = call_counts(arguments, response, row.model)
+    if a is None and row.arguments_tokens is None and row.response is None:
+        # Arguments stored as JSON null (SQL sees a value, Python None): nothing to count;
+        # 0 takes the row out of the pending set.
+        a = 0
+    return {"b_id": row.id, "b_arguments": a, "b_response": r, "b_method": method}
+
+
+def count_batch(after: int = 0, limit: int = BATCH_ROWS) -> tuple[int, int | None]:
+    """Count the first `limit` pending rows with an id above `after`.
+
+    Tokenizes outside any transaction, then writes the counts in one short write transaction.
+    Returns (rows counted, last id seen or None when there was nothing to count)."""
+    rows = db.session.execute(_PENDING_ROWS, {"after": after, "limit": limit}).all()
+    db.session.commit()  # the read ends before tokenizing: no snapshot held, no lock taken
+    if not rows:
+        return 0, None
+    params = [_params(row) for row in rows]
+    try:
+        begin_write()
+        db.session.execute(_SET_COUNTS, params, execution_options={"synchronize_session": False})
+        db.session.commit()
+    except BaseException:
+        db.session.rollback()
+        raise
+    return len(rows), rows[-1].id
+
+
+def count_pending(limit: int = BATCH_ROWS) -> int:
+    """Count every pending row, from the first; the number of rows counted."""
+    total, after = 0, 0
+    while True:
+        counted, last = count_batch(after, limit)
+        total += counted
+        if last is None or counted < limit:
+            return total
+        after = last
+
+
+def pending_rows() -> int:
+    """How many rows wait for the pass (for the CLI and the tests)."""
+    return db.session.execute(select(func.count()).select_from(TOOL).where(PENDING)).scalar_one()
+
+
+@dataclass
+class TokenPass:
+    """The pass as a daemon thread of a server worker: `start(app)`, `stop()`."""
+
+    interval: float
+    lock_path: str
+    full_scan_seconds: float = FULL_SCAN_SECONDS
+    batch_rows: int = BATCH_ROWS
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock_file: IO[bytes] | None = None
+
+    @classmethod
+    def for_database(cls, database_url: str, interval: float) -> TokenPass:
+        digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+        return cls(interval, os.path.join(tempfile.gettempdir(), f"toolscope-tokens-{digest}.lock"))
+
+    def start(self, app: Any) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(app,), name="toolscope-token-pass", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._lock_file is not None:
+            self._lock_file.close()  # releases the lock for another worker
+
+    def _has_lock(self) -> bool:
+        if self._lock_file is not None:
+            return True
+        handle = open(self.lock_path, "ab")  # noqa: SIM115 - kept open while the lock is held
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._lock_file = handle
+        return True
+
+    def _run(self, app: Any) -> None:
+        # The lowest CPU priority for this thread only (Linux schedules threads as tasks):
+        # requests come first, the pass takes the CPU they leave (tiktoken releases the GIL
+        # while it encodes). During a burst it falls behind and catches up afterwards.
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        after = 0
+        next_full_scan = 0.0  # the first scan of a new process is a full one: crash recovery
+        wait = 0.0
+        while not self._stop.wait(wait):
+            wait = self.interval
+            if not self._has_lock():
+                continue
+            if time.monotonic() >= next_full_scan:
+                after = 0
+                next_full_scan = time.monotonic() + self.full_scan_seconds
+            try:
+                with app.app_context():
+                    counted, last = count_batch(after, self.batch_rows)
+                    db.session.remove()
+            except Exception:  # the database may be busy or gone: try again next time
+                log.warning("token pass failed; retrying", exc_info=True)
+                with contextlib.suppress(Exception), app.app_context():
+                    db.session.remove()
+                continue
+            if last is not None:
+                after = last
+            if counted == self.batch_rows:
+                wait = 0.0  # more pending: keep going
