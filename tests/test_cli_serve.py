@@ -1,9 +1,11 @@
-"""`toolscope serve` really serves: the README's run command depends on it."""
+"""`toolscope serve` really serves: the README's run command depends on it. It also runs the
+token pass, as gunicorn's workers do: the calls an agent sends to `make run` get their counts."""
 
 from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -46,7 +48,53 @@ def test_serve_answers_http_on_the_given_port(tmp_path: Path) -> None:
                 time.sleep(0.2)
         assert page.status_code == 200
         assert "Conversations" in page.text
+        _a_call_sent_to_it_gets_its_tokens_counted(env, port, tmp_path / "serve.db")
     finally:
         server.terminate()
         server.wait(timeout=10)
         server.stdout.close()  # type: ignore[union-attr]
+
+
+TURN = {
+    "user": {"id": "u1", "role": "user", "content": "Where is order 1042?"},
+    "assistant": {
+        "id": "a1",
+        "model": "gpt-4o",
+        "rounds": [
+            {
+                "calls": [
+                    {
+                        "id": "call_1",
+                        "name": "get_order",
+                        "arguments": {"order_id": "1042"},
+                        "response": {"content": '{"status": "packed"}'},
+                    }
+                ]
+            }
+        ],
+    },
+}
+
+
+def _a_call_sent_to_it_gets_its_tokens_counted(env: dict, port: int, path: Path) -> None:
+    key = subprocess.run(
+        [BIN / "toolscope", "keys", "create"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    answer = requests.post(
+        f"http://127.0.0.1:{port}/api/v1/conversations/c1/turns",
+        json=TURN,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=10,
+    )
+    assert answer.status_code == 201, answer.text
+    deadline = time.monotonic() + 20
+    while True:
+        with sqlite3.connect(path) as db:
+            counts = db.execute(
+                "SELECT arguments_tokens, response_tokens FROM tool_invocation"
+            ).fetchall()
+        if counts and None not in counts[0]:
+            break
+        assert time.monotonic() < deadline, f"the token pass did not count the call: {counts}"
+        time.sleep(0.2)
+    assert counts[0][0] > 0 and counts[0][1] > 0

@@ -3,6 +3,7 @@ commands)."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import click
@@ -34,8 +35,21 @@ def serve_command(host: str, port: int, debug: bool) -> None:
     from werkzeug.serving import run_simple
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    # Writes leave token counts to the pass, as under gunicorn (webapp/gunicorn_conf.py); the
+    # reloader's parent process serves nothing, so only the serving process runs it.
+    token_pass = None
+    interval = app.config.get("TOKEN_PASS_SECONDS") or 0
+    if interval > 0 and (not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true"):
+        from .ingest.token_pass import TokenPass
+
+        token_pass = TokenPass.for_database(app.config["DATABASE_URL"], interval)
+        token_pass.start(app)
     click.echo(f"Toolscope on http://{host}:{port}/")
-    run_simple(host, port, app, threaded=True, use_reloader=debug, use_debugger=debug)
+    try:
+        run_simple(host, port, app, threaded=True, use_reloader=debug, use_debugger=debug)
+    finally:
+        if token_pass is not None:
+            token_pass.stop()
 
 
 @click.group("keys")
