@@ -33,7 +33,7 @@ from ..sql import (
     search_match_count,
 )
 from .conversations import FRESHNESS_WINDOW
-from .cursors import CursorError, encode
+from .cursors import CursorError, KeysetPage
 from .cursors import decode as decode_cursor
 
 T = ToolInvocation
@@ -219,17 +219,7 @@ class CallRow:
     sort_value: Any = field(metadata={"json": False})
 
 
-@dataclass(frozen=True, slots=True)
-class CallPage:
-    rows: list[CallRow]
-    has_more: bool
-
-    @property
-    def next_cursor(self) -> str | None:
-        if not (self.has_more and self.rows):
-            return None
-        last = self.rows[-1]
-        return encode(last.sort_value, last.id)
+CallPage = KeysetPage[CallRow]
 
 
 def page_start(cursor: str | None, sort: str) -> tuple[Any, int] | None:

@@ -22,7 +22,7 @@ from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall, ToolInvocation
 from ..sql import after_key, awaiting_response
 from . import stats
-from .cursors import CursorError, encode
+from .cursors import CursorError, KeysetPage
 from .cursors import decode as decode_cursor
 from .records import ConversationStats
 
@@ -82,18 +82,7 @@ class ConversationRow:
     sort_value: Any = field(metadata={"json": False})
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationPage:
-    rows: list[ConversationRow]
-    has_more: bool
-
-    @property
-    def next_cursor(self) -> str | None:
-        """Where the next page starts, when there is one."""
-        if not (self.has_more and self.rows):
-            return None
-        last = self.rows[-1]
-        return encode(last.sort_value, last.id)
+ConversationPage = KeysetPage[ConversationRow]
 
 
 def page_start(cursor: str | None, sort: str) -> tuple[Any, int] | None:

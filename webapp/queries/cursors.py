@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..replay import jsonfast
 
@@ -20,6 +22,33 @@ SortValue = datetime | int | Decimal | None
 
 class CursorError(ValueError):
     pass
+
+
+class KeysetRow(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def sort_value(self) -> Any: ...
+
+
+Row = TypeVar("Row", bound=KeysetRow)
+
+
+@dataclass(frozen=True)  # not slots: a generic alias sets __orig_class__ on its instances
+class KeysetPage(Generic[Row]):
+    """One page of a keyset-paged list: its rows, and whether more follow."""
+
+    rows: list[Row]
+    has_more: bool
+
+    @property
+    def next_cursor(self) -> str | None:
+        """Where the next page starts, when there is one."""
+        if not (self.has_more and self.rows):
+            return None
+        last = self.rows[-1]
+        return encode(last.sort_value, last.id)
 
 
 def _encode_value(value: SortValue) -> list[str | None]:

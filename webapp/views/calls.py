@@ -15,6 +15,7 @@ from .common import (
     BadParameter,
     bad_parameter_response,
     page_limit,
+    push_url,
     respond,
     twin_get,
     wants_fragment,
@@ -92,8 +93,6 @@ def calls_get(fmt: str):
         fmt=fmt,
         json_keys=("object", "data", "has_more", "next_cursor", "filters"),
     )
-    if wants_fragment() and after is None and isinstance(response, tuple):
-        # The URL bar shows the filters in their canonical form (no empty parameters).
-        body, status, headers = response
-        return body, status, {**headers, "HX-Push-Url": url_for(".calls_get", **filter_args)}
+    if wants_fragment() and after is None:
+        return push_url(response, url_for(".calls_get", **filter_args))
     return response

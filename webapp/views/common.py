@@ -99,6 +99,17 @@ def respond(
     return render_template(template, **data), status, {"Vary": "HX-Request, Accept"}
 
 
+def push_url(
+    response: Response | tuple[str, int, dict[str, str]], url: str
+) -> Response | tuple[str, int, dict[str, str]]:
+    """A filtered list's fragment, telling htmx to show ``url`` in the address bar (the
+    filters in their canonical form, without empty parameters)."""
+    if not isinstance(response, tuple):
+        return response
+    body, status, headers = response
+    return body, status, {**headers, "HX-Push-Url": url}
+
+
 def attachment(body: str, filename: str, mimetype: str = "application/json") -> Response:
     """``body`` as a file download named ``filename``."""
     return Response(

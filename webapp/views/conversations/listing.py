@@ -13,6 +13,7 @@ from ..common import (
     BadParameter,
     bad_parameter_response,
     page_limit,
+    push_url,
     respond,
     twin_get,
     wants_fragment,
@@ -86,11 +87,8 @@ def conversations_get(fmt: str):
         fmt=fmt,
         json_keys=("object", "data", "has_more", "next_cursor", "filters"),
     )
-    if wants_fragment() and after is None and isinstance(response, tuple):
-        # The URL bar shows the filters in their canonical form (no empty parameters).
-        body, status, headers = response
-        headers = {**headers, "HX-Push-Url": url_for(".conversations_get", **data["filter_args"])}
-        return body, status, headers
+    if wants_fragment() and after is None:
+        return push_url(response, url_for(".conversations_get", **data["filter_args"]))
     return response
 
 
