@@ -50,6 +50,12 @@ def test_c_address_keeps_the_query_and_refuses_unknown_ids(app, dashboard, proje
     # fmt=json asks for the JSON twin.
     response = dashboard.get("/c/support-42?fmt=json")
     assert response.headers["Location"] == f"/conversations/{row_id}.json"
+    # Query names that url_for would read itself are dropped, not obeyed (nor a 500).
+    response = dashboard.get(
+        "/c/support-42?conversation_id=7&_external=1&_scheme=javascript&_anchor=x&view=errors"
+    )
+    assert response.status_code == 302
+    assert response.headers["Location"] == f"/conversations/{row_id}?view=errors"
     assert dashboard.get("/c/support-43").status_code == 404
     assert dashboard.get("/c/SUPPORT-42").status_code == 404
 

@@ -48,7 +48,13 @@ def conversation_address_get(cid: str):
     conversation = or_404(
         find_conversation(current_project().id, external_id=external_id), "conversation"
     )
-    args = request.args.to_dict(flat=True)
+    # url_for reads `_external`, `_scheme`, ... and the route's own argument from its keyword
+    # arguments: a query naming them must not choose the redirect's host or break the call.
+    args = {
+        name: value
+        for name, value in request.args.to_dict(flat=True).items()
+        if not name.startswith("_") and name != "conversation_id"
+    }
     return redirect(
         url_for("conversations.conversation_get", conversation_id=conversation.id, **args)
     )
