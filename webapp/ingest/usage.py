@@ -91,7 +91,7 @@ def store_usage(
             }
             row["model"] = row["model"] or message["model"]
             row["created_at"] = row["created_at"] or now
-            _price(row, draft, price_overrides)
+            price_usage(row, draft, price_overrides)
             inserts.append(row)
             existing[key] = row
             continue
@@ -106,7 +106,7 @@ def store_usage(
         missing = {f: v for f, v in given.items() if stored[f] is None}
         if missing:
             stored.update(missing)
-            _price(stored, draft, price_overrides)
+            price_usage(stored, draft, price_overrides)
             updates.append(stored)
     if inserts:
         db.session.execute(SERVICE_CALL.insert(), inserts)
@@ -121,7 +121,9 @@ def store_usage(
         )
 
 
-def _price(row: dict[str, Any], draft: UsageDraft, overrides: Mapping[str, Any] | None) -> None:
+def price_usage(
+    row: dict[str, Any], draft: UsageDraft, overrides: Mapping[str, Any] | None
+) -> None:
     """Fix the cost of a service call at ingestion, with the price source that produced it."""
     row.update(cost_usd=None, price_source=None, price_version=None)
     if not row["model"] or row["input_tokens"] is None or row["output_tokens"] is None:

@@ -45,8 +45,7 @@ from ...sql import (
 )
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..errors import Invalid, RaceLost
-from ..usage import UsageDraft
-from ..usage import _price as price_usage
+from ..usage import UsageDraft, price_usage
 from ..values import clean_json, clean_text, compact_json, count_tokens
 from .batch import Batch
 from .links import record_links
