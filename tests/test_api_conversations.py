@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from api_support import assert_error, native_call, row_counts, tool_item
 
-from webapp.ingest.token_pass import count_pending
+from webapp.ingest.token_pass import MESSAGES, count_pending
 
 BASE = "/api/v1/conversations"
 
@@ -115,7 +115,8 @@ def test_messages_with_tool_calls_and_usage_round_trip(app, client, project_key)
     )
     assert response.status_code == 201
     user, assistant = response.get_json()["data"]
-    assert user["role"] == "user" and user["status"] is None and user["content_tokens"] > 0
+    # The content's tokens too are counted by the token pass, after the answer.
+    assert user["role"] == "user" and user["status"] is None and user["content_tokens"] is None
     assert assistant["status"] == "completed"
     assert assistant["created_at"] == "2026-03-10T09:00:05Z"  # converted to UTC
     calls = assistant["tool_calls"]
@@ -139,6 +140,8 @@ def test_messages_with_tool_calls_and_usage_round_trip(app, client, project_key)
 
     with app.app_context():
         assert count_pending() == 3
+        assert count_pending(kind=MESSAGES) == 2  # both contents
+    assert get(client, project_key, "c1").get_json()["messages"][0]["content_tokens"] > 0
     counted = get(client, project_key, "c1").get_json()["messages"][1]["tool_calls"]
     assert counted[0]["arguments_tokens"] > 0 and counted[0]["response_tokens"] > 0
     assert counted[0]["token_method"] == "tiktoken:o200k_base"
@@ -447,3 +450,28 @@ def test_detail_and_list_run_a_constant_number_of_queries(client, project_key, c
     with count_queries() as listing:
         client.get(BASE, headers=project_key.headers)
     assert listing.count <= 3, listing.statements
+
+
+def test_calls_of_new_messages_are_not_read_back_but_those_of_known_ones_are(
+    app, client, project_key, count_queries
+):
+    """A message inserted by the request's own transaction has no stored calls: no SELECT of
+    tool_invocation. A resend reads them, compares, and stores nothing twice."""
+    messages = [
+        {"id": "u1", "role": "user", "content": "hi"},
+        {"id": "a1", "role": "assistant", "tool_calls": [native_call(response="x")]},
+    ]
+    put(client, project_key, "c1")
+
+    def reads_calls(counter) -> bool:
+        # The write's lookup of stored calls (by message and round); the answer's own read of
+        # the stored turn comes after the write and is not this.
+        return any("tool_invocation.round_index IN" in s for s in counter.statements)
+
+    with count_queries() as first:
+        assert post_messages(client, project_key, "c1", *messages).status_code == 201
+    with count_queries() as again:
+        assert post_messages(client, project_key, "c1", *messages).status_code == 201
+    assert not reads_calls(first), first.statements
+    assert reads_calls(again), again.statements
+    assert row_counts(app)["tool_invocation"] == 1

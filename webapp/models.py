@@ -460,3 +460,68 @@ for _statement in SQLITE_SEARCH_DROP:
     event.listen(
         ToolInvocation.__table__, "before_drop", DDL(_statement).execute_if(dialect="sqlite")
     )
+
+
+# --- What an API request's authentication and redaction depend on, as one number -------------
+#
+# Each worker keeps the API keys and the redaction rules it has read (webapp.auth), and checks
+# them with one single-row read per request instead of reading the key, its project and the
+# rules again. The number is bumped by the database itself, in the transaction that changes
+# what the API depends on (a key revoked, re-hashed, moved or deleted; a project's price
+# overrides changed or the project deleted; a rule added, changed or deleted), so every path
+# bumps it: the settings pages, `toolscope keys revoke`, another server, SQL by hand. A new key
+# needs no bump: unknown keys are never cached. The key's last_used_at does not bump it.
+
+
+class ApiState(db.Model):
+    """One row (id 1), or none: no row reads as version 0 (a TRUNCATE leaves none)."""
+
+    __tablename__ = "api_state"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# An upsert, so that a missing row (version 0) becomes 1.
+_BUMP = (
+    "INSERT INTO api_state (id, version) VALUES (1, 1) "
+    "ON CONFLICT (id) DO UPDATE SET version = api_state.version + 1"
+)
+# (table, event): the changes that bump the version.
+API_STATE_EVENTS = (
+    ("api_key", "UPDATE OF key_hash, revoked_at, project_id"),
+    ("api_key", "DELETE"),
+    ("project", "UPDATE OF price_overrides"),
+    ("project", "DELETE"),
+    ("redaction_rule", "INSERT"),
+    ("redaction_rule", "UPDATE"),
+    ("redaction_rule", "DELETE"),
+)
+
+
+def _trigger_name(table: str, when: str) -> str:
+    return f"api_state_{table}_{when.split()[0].lower()}"
+
+
+SQLITE_API_STATE_DDL = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {_trigger_name(table, when)} AFTER {when} ON {table} "
+    f"BEGIN {_BUMP}; END"
+    for table, when in API_STATE_EVENTS
+)
+# PostgreSQL: one statement-level trigger per change (one bump per statement, not per row).
+PG_API_STATE_DDL = (
+    "CREATE OR REPLACE FUNCTION api_state_bump() RETURNS trigger LANGUAGE plpgsql AS "
+    f"$$ BEGIN {_BUMP}; RETURN NULL; END $$",
+    *(
+        f"CREATE OR REPLACE TRIGGER {_trigger_name(table, when)} AFTER {when} ON {table} "
+        "FOR EACH STATEMENT EXECUTE FUNCTION api_state_bump()"
+        for table, when in API_STATE_EVENTS
+    ),
+)
+
+# After every table (create_all runs this even when the tables existed): the triggers name
+# api_key, project and redaction_rule. The migration runs the same statements.
+for _statement in SQLITE_API_STATE_DDL:
+    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="sqlite"))
+for _statement in PG_API_STATE_DDL:
+    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="postgresql"))

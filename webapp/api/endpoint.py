@@ -4,18 +4,23 @@
 annotations flask-openapi3 reads to write the OpenAPI document, and:
 
 1. authenticates the Bearer key before it reads anything else: a stranger learns nothing (401
-   wins over 400/422), and a stranger's slow body never keeps a thread waiting;
+   wins over 400/422), and a stranger's slow body never keeps a thread waiting. A key this
+   worker has seen comes from its cache (`webapp.auth`), checked against the `api_state`
+   version: now (one single-row read), or, for a prepare step, first thing in its write
+   transaction; if it changed, the request starts over reading key and rules (the body it
+   parsed is kept) and an error found before the check waits for it (a revoked key is a 401);
 2. parses the body from the raw bytes with `model_validate_json` (one pass, in pydantic's Rust
    core): malformed JSON or a wrong content type is a 400, an invalid document a 422 naming the
    field; a body over MAX_BODY_BYTES is read to its end and answered 413 (so a client that
    sends everything before it reads gets the answer). `unique_api=True` turns these into the
    statuses the unique_sdk maps (`webapp.errors`);
 3. runs the view. A read view returns the response. A write view declared with
-   `prepares=True` is a *prepare* step: in a short read transaction (the key, the project's
-   redaction rules) it checks and redacts the input and counts its tokens, then returns a
-   `Store`: a function of no arguments that runs only the SQL and returns the response. (A
-   plain write view is its own `Store`.) The read transaction is ended, the write transaction
-   opened with `begin_write()` (SQLite's write lock up front), the `Store` run and committed.
+   `prepares=True` is a *prepare* step: it checks and redacts the input and counts its tokens
+   (reading what it needs in a short read transaction, none when the key and the project's
+   redaction rules come from the cache), then returns a `Store`: a function of no arguments
+   that runs only the SQL and returns the response. (A plain write view is its own `Store`.)
+   The read transaction, if any, is ended, the write transaction opened with `begin_write()`
+   (SQLite's write lock up front), the `Store` run and committed.
    So on SQLite, where one writer at a time holds the lock, the CPU work of one request runs
    while another request writes. A lost insert race (`RaceLost`, or a unique
    violation, deadlock or serialization failure on PostgreSQL) is rolled back and the `Store`
@@ -35,9 +40,9 @@ from flask import current_app, g, request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from ..auth import authenticate_api_key
+from ..auth import authenticate_api_key, check_api_cache
 from ..body_deadline import discard_body
 from ..db import begin_write, db, utcnow
 from ..errors import ApiError, answer_as_unique_api, validation_details
@@ -185,20 +190,27 @@ def endpoint(
             if unique_api:
                 answer_as_unique_api()
             # The key first: a stranger's request is refused before its body is read, so a
-            # slow body without a key cannot keep this thread waiting.
-            authenticate_api_key()
+            # slow body without a key cannot keep this thread waiting. A prepare step trusts
+            # this worker's cache and checks it in its write transaction (one read less, one
+            # transaction less); everything else checks it now.
+            authenticate_api_key(defer_check=prepares)
+            if prepares and not g.api_cache_checked:
+                inputs = _parse_inputs_checked(models, path_kwargs)
+                response = _run_prepared(func, inputs, check=True)
+                if response is not _STALE:
+                    return response
+                # A key, a price or a rule changed since this worker read them: again, read.
+                authenticate_api_key()
+                return _run_prepared(func, inputs, check=False)
             inputs = _parse_inputs(models, path_kwargs)
             if not write:
                 response = func(**inputs)
                 db.session.commit()  # keeps the key's last_used_at, if auth recorded it
                 return response
-            try:
-                store = func(**inputs) if prepares else partial(func, **inputs)
-                db.session.commit()  # ends the read before the write lock is taken
-            except BaseException:
-                db.session.rollback()
-                raise
-            return _run_write(store)
+            if prepares:
+                return _run_prepared(func, inputs, check=False)
+            db.session.commit()  # ends the read (the key) before the write lock is taken
+            return _run_write(partial(func, **inputs))
 
         view.__delay_validate_request__ = True  # type: ignore[attr-defined]
         return view
@@ -206,11 +218,62 @@ def endpoint(
     return decorate
 
 
-def _run_write(store: Store) -> Any:
+# `_run_write`'s answer when the cache a prepare step used was out of date.
+_STALE = object()
+
+
+def _parse_inputs_checked(
+    models: dict[str, type[BaseModel]], path_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """`_parse_inputs` for a request whose key came from the cache unchecked: an error is
+    answered only once the key is known to be valid (401 still wins over 400/422)."""
+    try:
+        return _parse_inputs(models, path_kwargs)
+    except (ApiError, HTTPException):
+        _check_key_now()
+        raise
+
+
+def _check_key_now() -> None:
+    """Before answering an error found with an unchecked cached key: a 401 if the key was
+    revoked meanwhile (raised from the caller's `except`), else the caller's own error."""
+    db.session.rollback()
+    try:
+        authenticate_api_key()  # reads the version; the key again if it changed
+        db.session.commit()
+    except ApiError:
+        db.session.rollback()
+        raise
+    except Exception:  # the database failing now: the error being answered stays the one
+        db.session.rollback()
+
+
+def _run_prepared(func: Callable[..., Any], inputs: dict[str, Any], *, check: bool) -> Any:
+    """A prepare step, then its `Store` in the write transaction. `check`: the cache was not
+    checked yet; the write checks it first and answers `_STALE` if it was out of date."""
+    try:
+        store = func(**inputs)
+        if db.session().in_transaction():
+            db.session.commit()  # ends the read (if any) before the write lock is taken
+    except (ApiError, HTTPException):
+        db.session.rollback()
+        if check:
+            _check_key_now()
+        raise
+    except BaseException:
+        db.session.rollback()
+        raise
+    return _run_write(store, check=check)
+
+
+def _run_write(store: Store, *, check: bool = False) -> Any:
     """Run a write view's database step in the write transaction; one retry on a lost race."""
     for attempt in (1, 2):
         try:
             begin_write()
+            if check and not check_api_cache():
+                db.session.rollback()
+                return _STALE
             response = store()
             db.session.commit()
             return response

@@ -45,7 +45,7 @@ def message_tools_post(body: MessageToolsCreate):
 
     def store():
         rows = store_message_tools(ctx, batch)
-        data = [serializers.message_tool(r, body.messageId) for r in rows]
+        data = serializers.message_tools(rows, body.messageId)
         return serializers.fast_json(serializers.listing(data), 201)
 
     return store

@@ -7,7 +7,7 @@ built in memory (the MessageTool answer needs no re-read).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,9 @@ def duration_ms(started_at: datetime | None, ended_at: datetime | None) -> float
     return round((ended_at - started_at).total_seconds() * 1000, 3)
 
 
-def message_tool(row: Row, message_external_id: str) -> dict[str, Any]:
+def message_tool(
+    row: Row, message_external_id: str, iso_text: Callable[[datetime | None], str | None] = iso
+) -> dict[str, Any]:
     """The merged call + response view of the MessageTool API (seed 003)."""
     call_id = str(row["id"])
     response = None
@@ -42,7 +44,7 @@ def message_tool(row: Row, message_external_id: str) -> dict[str, Any]:
             "id": f"{call_id}-response",
             "content": row["response"],
             "toolCallId": row["external_tool_call_id"],
-            "createdAt": iso(row["response_created_at"]),
+            "createdAt": iso_text(row["response_created_at"]),
         }
     return {
         "id": call_id,
@@ -54,8 +56,26 @@ def message_tool(row: Row, message_external_id: str) -> dict[str, Any]:
         "sequenceIndex": row["sequence_index"],
         "messageId": message_external_id,
         "response": response,
-        "createdAt": iso(row["created_at"]),
+        "createdAt": iso_text(row["created_at"]),
     }
+
+
+def message_tools(rows: Iterable[Row], message_external_id: str) -> list[dict[str, Any]]:
+    """`message_tool` of rows just written: their times are mostly the same few objects (the
+    request's clock), so each object is formatted once. By identity, not equality: equal
+    instants in different offsets are written as they came."""
+    texts: dict[int, str | None] = {}
+
+    def iso_once(value: datetime | None) -> str | None:
+        text = texts.get(id(value), _UNSET)
+        if text is _UNSET:
+            text = texts[id(value)] = iso(value)
+        return text  # type: ignore[return-value]
+
+    return [message_tool(row, message_external_id, iso_once) for row in rows]
+
+
+_UNSET: Any = object()
 
 
 def tool_call(row: Row) -> dict[str, Any]:

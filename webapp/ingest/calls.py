@@ -8,9 +8,11 @@ one executemany UPDATE (for responses that arrive after their call).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Text, bindparam, select, update
@@ -233,18 +235,25 @@ class CallBatch:
     message_id: int
     message_label: str
     calls: list[PreparedCall]
+    # The message was inserted by this very transaction: it has no stored calls to compare
+    # with (nobody else can see it before the commit), so they are not read.
+    new_message: bool = False
 
 
 def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list[dict[str, Any]]]:
     """Insert new calls, add responses to stored ones; return every batch call's stored row.
 
-    Constant number of statements: one SELECT, one INSERT, at most one UPDATE.
+    Constant number of statements: one SELECT (none when every message is new), one INSERT,
+    at most one UPDATE.
     """
     wanted = [(b.message_id, c) for b in batches for c in b.calls]
     if not wanted:
         return {b.message_id: [] for b in batches}
-    existing = _load_calls(
-        {b.message_id for b in batches}, {c.row["round_index"] for _, c in wanted}
+    stored_messages = {b.message_id for b in batches if not b.new_message}
+    existing = (
+        _load_calls(stored_messages, {c.row["round_index"] for _, c in wanted})
+        if stored_messages
+        else {}
     )
     labels = {b.message_id: b.message_label for b in batches}
 
@@ -316,7 +325,9 @@ class _InsertPlan:
     head: str
     row: str
     tail: str
-    processors: tuple[Any, ...]  # per column: the type's bind processor, or None
+    # (index in `_INSERT_COLUMNS`, function) for the columns whose values need converting:
+    # the type's bind processor (and, for the JSON recordset, ISO text for a timestamp).
+    converters: tuple[tuple[int, Callable[[Any], Any]], ...]
     # PostgreSQL: the rows as one JSON parameter, `INSERT ... SELECT FROM
     # jsonb_to_recordset(...)`: a short statement with one parameter whatever the number of
     # rows. (psycopg parses a long statement again on every execution, and dumps arrays of
@@ -341,12 +352,15 @@ def _make_insert_plan(dialect: Any) -> _InsertPlan:
     mark = "?" if dialect.paramstyle == "qmark" else "%s"
     json_mark = f"CAST({mark} AS JSONB)" if dialect.name == "postgresql" else mark
     marks = [json_mark if c in ("arguments", "redactions") else mark for c in _INSERT_COLUMNS]
-    processors = tuple(
+    processors = [
         None
         if c in ("arguments", "redactions")  # JSON text, passed as it is
         else TOOL.c[c].type.dialect_impl(dialect).bind_processor(dialect)
         for c in _INSERT_COLUMNS
-    )
+    ]
+    if dialect.name == "postgresql":
+        processors = [_then_iso(p) if p is not None else None for p in processors]
+    converters = tuple((i, p) for i, p in enumerate(processors) if p is not None)
     columns = ", ".join(_INSERT_COLUMNS)
     tail = " ON CONFLICT DO NOTHING RETURNING id, message_id, round_index, sequence_index"
     recordset = None
@@ -368,9 +382,19 @@ def _make_insert_plan(dialect: Any) -> _InsertPlan:
         head=f"INSERT INTO {TOOL.name} ({columns}) VALUES ",
         row=f"({', '.join(marks)})",
         tail=tail,
-        processors=processors,
+        converters=converters,
         recordset=recordset,
     )
+
+
+def _then_iso(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The processor, then ISO 8601 text for a timestamp (the JSON recordset's form)."""
+
+    def convert(value: Any) -> Any:
+        value = processor(value)
+        return value.isoformat() if isinstance(value, datetime) else value
+
+    return convert
 
 
 def _load_calls(
@@ -421,37 +445,16 @@ def _insert_calls(
     inserts.sort(key=lambda item: (item[0], *item[1].key))
     conn = db.session.connection()
     plan = _insert_plan(conn.dialect)
-    processors = plan.processors
-    values: list[Any] = []
-    for message_id, call in inserts:
-        row = call.row
-        redactions = row["redactions"]
-        raw = (
-            project_id,
-            message_id,
-            *[row[k] for k in _ROW_KEYS],
-            call.arguments_json,
-            compact_json(redactions) if redactions else None,
-        )
-        values.extend(
-            v if p is None or v is None else p(v) for p, v in zip(processors, raw, strict=True)
-        )
-    width = len(_INSERT_COLUMNS)
+    rows = _insert_values(plan, project_id, inserts)
     returned = []
     if plan.recordset is not None:
-        records = [
-            {
-                c: v.isoformat() if isinstance(v, datetime) else v
-                for c, v in zip(_INSERT_COLUMNS, values[i : i + width], strict=True)
-            }
-            for i in range(0, len(values), width)
-        ]
-        document = compact_json(records)
+        document = compact_json([dict(zip(_INSERT_COLUMNS, row, strict=True)) for row in rows])
         returned = conn.exec_driver_sql(plan.recordset, (document,)).all()
-    for start in range(0, len(inserts) if plan.recordset is None else 0, _INSERT_CHUNK):
-        chunk = values[start * width : (start + _INSERT_CHUNK) * width]
-        sql = plan.statement(len(chunk) // width)
-        returned += conn.exec_driver_sql(sql, tuple(chunk)).all()
+    else:
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            values = tuple(chain.from_iterable(chunk))
+            returned += conn.exec_driver_sql(plan.statement(len(chunk)), values).all()
     if len(returned) != len(inserts):
         raise RaceLost()
     ids = {(m, r, q): i for i, m, r, q in returned}
@@ -461,6 +464,43 @@ def _insert_calls(
         row["id"] = ids[(message_id, *call.key)]
         out.append((message_id, row))
     return out
+
+
+_ROW_VALUES = itemgetter(*_ROW_KEYS)
+
+
+def _insert_values(
+    plan: _InsertPlan, project_id: int, inserts: list[tuple[int, PreparedCall]]
+) -> list[list[Any]]:
+    """Each insert's values in `_INSERT_COLUMNS` order, converted for the driver.
+
+    Only the columns with a converter (the timestamps and the flag) are converted, and each
+    distinct value once per request: a batch's calls mostly share their times."""
+    converters = plan.converters
+    memos: list[dict[Any, Any]] = [{} for _ in converters]
+    rows = []
+    for message_id, call in inserts:
+        row = call.row
+        redactions = row["redactions"]
+        values = [
+            project_id,
+            message_id,
+            *_ROW_VALUES(row),
+            call.arguments_json,
+            compact_json(redactions) if redactions else None,
+        ]
+        for (index, convert), memo in zip(converters, memos, strict=True):
+            value = values[index]
+            if value is not None:
+                converted = memo.get(value, _MISSING)
+                if converted is _MISSING:
+                    converted = memo[value] = convert(value)
+                values[index] = converted
+        rows.append(values)
+    return rows
+
+
+_MISSING = object()
 
 
 def _update_responses(rows: list[dict[str, Any]]) -> None:

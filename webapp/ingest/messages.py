@@ -22,7 +22,6 @@ from .calls import CallDraft
 from .errors import Conflict, Invalid, RaceLost
 from .otlp import OWNED_MESSAGE_PREFIX
 from .usage import UsageDraft
-from .values import count_tokens
 
 
 @dataclass
@@ -42,9 +41,6 @@ class MessageDraft:
     default_status: str = "completed"
     # Stored by the import API (a new row is marked; an existing row keeps its mark).
     imported: bool = False
-    # Token counts of content by (content, model), filled by `count_content` before the write
-    # lock is taken, so storing rarely has to run the tokenizer.
-    token_counts: dict[tuple[str, str | None], int] = field(default_factory=dict)
 
 
 _MESSAGE_COLUMNS = (
@@ -88,9 +84,13 @@ def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, di
     return {r["external_id"]: dict(r) for r in rows}
 
 
-def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[str, Any]:
-    """The message a MessageTool post attaches to; a placeholder is made for an unknown id."""
+def message_for_tools(
+    project_id: int, external_id: str, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """The message a MessageTool post attaches to, and whether it was made just now: a
+    placeholder is made for an unknown id."""
     found = _lock_messages(project_id, [external_id]).get(external_id)
+    made = found is None
     if found is None:
         stmt = _placeholder_insert(db.session.get_bind().dialect.name)
         params = {"project_id": project_id, "external_id": external_id, "created_at": now}
@@ -104,7 +104,7 @@ def message_for_tools(project_id: int, external_id: str, now: datetime) -> dict[
             "have tool calls",
             [{"field": "messageId", "message_id": external_id, "role": found["role"]}],
         )
-    return found
+    return found, made
 
 
 def upsert_messages(
@@ -113,8 +113,9 @@ def upsert_messages(
     conversation_label: str,
     drafts: Sequence[MessageDraft],
     now: datetime,
-) -> dict[str, dict[str, Any]]:
-    """Store messages (new, placeholder filled, in-progress updated, or identical); by external id.
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Store messages (new, placeholder filled, in-progress updated, or identical); by external
+    id, with the external ids of those inserted just now.
 
     Drafts are expected to have distinct external ids (see `check_distinct_ids`).
     """
@@ -173,7 +174,7 @@ def upsert_messages(
             ],
             execution_options={"synchronize_session": False},
         )
-    return stored
+    return stored, {row["external_id"] for row in inserts}
 
 
 def check_not_otlp_owned(external_id: str, field_path: str) -> None:
@@ -199,17 +200,6 @@ def check_distinct_ids(drafts: Sequence[MessageDraft]) -> None:
         seen[draft.external_id] = draft.field
 
 
-def count_content(draft: MessageDraft, content: str | None, model: str | None) -> int | None:
-    """Tokens of a message's content for `model`, counted once per draft."""
-    if not content:
-        return None
-    key = (content, model)
-    tokens = draft.token_counts.get(key)
-    if tokens is None:
-        tokens = draft.token_counts[key] = count_tokens(content, model).tokens
-    return tokens
-
-
 def _default_status(draft: MessageDraft) -> str | None:
     if draft.role != "assistant":
         return None
@@ -228,7 +218,9 @@ def _new_message_row(
         "created_at": draft.created_at or now,
         "status": _default_status(draft),
         "model": draft.model,
-        "content_tokens": count_content(draft, draft.content, draft.model),
+        # Counted later by the token pass (webapp/ingest/token_pass.py), in its own process: a
+        # web worker never loads the tokenizer to store a write.
+        "content_tokens": None,
         "imported": draft.imported,
     }
 
@@ -250,7 +242,7 @@ def _merge_message(
             created_at=draft.created_at or row["created_at"],
             status=_default_status(draft),
             model=draft.model,
-            content_tokens=count_content(draft, draft.content, draft.model),
+            content_tokens=None,  # the token pass counts the new content
         )
         return True
     if row["conversation_id"] != conversation_id:
@@ -280,7 +272,7 @@ def _update_in_progress(row: dict[str, Any], draft: MessageDraft) -> bool:
             row[name] = value
             changed = True
     if changed:
-        row["content_tokens"] = count_content(draft, row["content"], row["model"])
+        row["content_tokens"] = None  # the token pass counts the new content
     return changed
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ..auth import cached_for_request
 from ..db import db
 from ..models import RedactionRule
 from ..redaction import CompiledRules, Rule, compile_rules
@@ -27,7 +28,6 @@ from .messages import (
     MessageDraft,
     check_distinct_ids,
     check_not_otlp_owned,
-    count_content,
     message_for_tools,
     upsert_messages,
 )
@@ -36,6 +36,12 @@ from .values import clean_text
 
 
 def load_rules(project_id: int) -> CompiledRules:
+    """The project's enabled redaction rules, compiled; read once per worker while the
+    api_state version stays the same (`webapp.auth.cached_for_request`)."""
+    return cached_for_request(project_id, _read_rules)
+
+
+def _read_rules(project_id: int) -> CompiledRules:
     """The project's enabled redaction rules, in one query; compiled once per distinct set."""
     rows = db.session.execute(
         select(
@@ -73,8 +79,8 @@ class PreparedMessage:
 
 
 def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[PreparedMessage]:
-    """The CPU work of a message batch, done before the write lock: checks, redaction, the
-    content's tokens (the calls' tokens are counted later, by the token pass).
+    """The CPU work of a message batch, done before the write lock: checks and redaction (the
+    tokens of the content and the calls are counted later, by the token pass).
 
     Pure (no database). Raises `Invalid` for a bad item.
     """
@@ -84,7 +90,6 @@ def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[
         draft.content = clean_text(draft.content)
         # Messages without a time keep the request's order: each a microsecond after the last.
         draft.created_at = draft.created_at or ctx.now + timedelta(microseconds=position)
-        count_content(draft, draft.content, draft.model)
         calls = prepare_calls(
             draft.calls,
             ctx.rules,
@@ -103,14 +108,22 @@ def store_messages(
 ) -> list[dict[str, Any]]:
     """Prepared messages with their calls and usage into one conversation; the stored rows.
 
-    Statements: messages 1-3, calls 1-3, usage 0-3, and the conversation's UPDATE last.
+    Statements: messages 1-3, calls 1-3 (no SELECT when every message is new), usage 0-3, and
+    the conversation's UPDATE last.
     """
     drafts = [p.draft for p in prepared]
-    stored = upsert_messages(ctx.project_id, conversation_id, conversation_label, drafts, ctx.now)
+    stored, made = upsert_messages(
+        ctx.project_id, conversation_id, conversation_label, drafts, ctx.now
+    )
     store_calls(
         ctx.project_id,
         [
-            CallBatch(stored[p.draft.external_id]["id"], p.draft.external_id, p.calls)
+            CallBatch(
+                stored[p.draft.external_id]["id"],
+                p.draft.external_id,
+                p.calls,
+                new_message=p.draft.external_id in made,
+            )
             for p in prepared
             if p.calls
         ],
@@ -149,9 +162,10 @@ def prepare_message_tools(
 
 def store_message_tools(ctx: WriteContext, batch: PreparedToolBatch) -> list[dict[str, Any]]:
     """A MessageTool batch: calls of one message, which may not be in a conversation yet."""
-    message = message_for_tools(ctx.project_id, batch.message_external_id, ctx.now)
+    message, made = message_for_tools(ctx.project_id, batch.message_external_id, ctx.now)
     rows = store_calls(
-        ctx.project_id, [CallBatch(message["id"], batch.message_external_id, batch.calls)]
+        ctx.project_id,
+        [CallBatch(message["id"], batch.message_external_id, batch.calls, new_message=made)],
     )
     if message["conversation_id"] is not None:
         touch_conversations([message["conversation_id"]], ctx.now)

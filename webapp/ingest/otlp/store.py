@@ -46,7 +46,7 @@ from ...sql import (
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..errors import Invalid, RaceLost
 from ..usage import UsageDraft, price_usage
-from ..values import clean_json, clean_text, compact_json, count_tokens
+from ..values import clean_json, clean_text, compact_json
 from .batch import Batch
 from .links import record_links
 from .projection import ConversationPlan, Options, TurnPlan, project
@@ -531,7 +531,7 @@ def _message_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
                 "created_at": start,
                 "status": None,
                 "model": None,
-                "content_tokens": count_tokens(content, turn.model).tokens if content else None,
+                "content_tokens": None,  # counted by the token pass
             }
         )
     content = clean_text(turn.assistant_content)
@@ -544,7 +544,7 @@ def _message_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
             "created_at": start + timedelta(microseconds=1),
             "status": turn.status,
             "model": clean_text(turn.model[:200] if turn.model else None),
-            "content_tokens": count_tokens(content, turn.model).tokens if content else None,
+            "content_tokens": None,  # counted by the token pass
         }
     )
     return rows
@@ -700,9 +700,7 @@ def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
             )
             drafts.append(draft)
             names[(plan.index, call.sequence_index)] = redactions
-    prepared = prepare_calls(
-        drafts, NO_RULES, now=ctx.now, max_result_bytes=ctx.max_result_bytes
-    )
+    prepared = prepare_calls(drafts, NO_RULES, now=ctx.now, max_result_bytes=ctx.max_result_bytes)
     for call in prepared:
         call.row["redactions"] = names[call.key] or None
     return prepared
