@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"queries", "ingest", "login_limit"},
     {"api", "views"},
     {"app"},
+    {"token_process"},
     {"demo", "gunicorn_conf", "gunicorn_worker"},
     {"bench"},
     {"cli"},

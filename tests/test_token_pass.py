@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 from api_support import raw_rows, tool_item
+from sqlalchemy import text
 
 from webapp.cli import main
 from webapp.db import db
 from webapp.ingest.token_pass import (
     _SET_COUNTS,
+    MESSAGES,
     TokenPass,
     count_batch,
     count_pending,
+    pending_messages,
     pending_rows,
 )
 from webapp.replay.jsonfast import dumps
@@ -195,26 +198,50 @@ def test_a_write_tokenizes_nothing(app, client, project_key, monkeypatch):
     assert pending(app) == 20
 
 
-def test_gunicorn_starts_the_pass_in_each_worker_and_stops_it(app, client, project_key):
-    from webapp import gunicorn_conf
+def post_turn(client, key, content: str = "What was the revenue?") -> None:
+    turn = {
+        "user": {"id": "u1", "role": "user", "content": content},
+        "assistant": {"id": "a1", "model": "gpt-4", "content": "Revenue grew 12%."},
+    }
+    response = client.post("/api/v1/conversations/c1/turns", json=turn, headers=key.headers)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert response.get_json()["user"]["content_tokens"] is None
 
-    class Worker:
-        wsgi = app
 
-    app.config["TOKEN_PASS_SECONDS"] = 0.02
-    worker = Worker()
-    gunicorn_conf.post_worker_init(worker)
-    try:
-        post_many(client, project_key, 1, calls=3)
-        deadline = time.monotonic() + 30
-        while pending(app) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pending(app) == 0
-    finally:
-        gunicorn_conf.worker_exit(None, worker)
-    assert not worker.token_pass._thread.is_alive()
+def message_counts(app) -> list[tuple]:
+    return raw_rows(app, "SELECT content, model, content_tokens FROM message ORDER BY id")
 
-    off = Worker()
-    app.config["TOKEN_PASS_SECONDS"] = 0
-    gunicorn_conf.post_worker_init(off)
-    assert not hasattr(off, "token_pass")
+
+def test_message_contents_are_left_to_the_pass_and_counted_for_their_model(
+    app, client, project_key
+):
+    post_turn(client, project_key)
+    with app.app_context():
+        assert pending_messages() == 2
+        assert count_pending(kind=MESSAGES) == 2
+        assert pending_messages() == 0
+    assert message_counts(app) == [
+        ("What was the revenue?", None, estimate("What was the revenue?").tokens),
+        # gpt-4 is a cl100k_base model: counted with its own tokenizer, as ingestion did.
+        ("Revenue grew 12%.", "gpt-4", estimate("Revenue grew 12%.", "gpt-4").tokens),
+    ]
+
+
+def test_a_message_whose_content_changed_while_counted_keeps_no_stale_count(
+    app, client, project_key
+):
+    post_turn(client, project_key)
+    with app.app_context():
+        rows = db.session.execute(MESSAGES.rows, {"after": 0, "limit": 10}).all()
+        params = [MESSAGES.params(row) for row in rows]
+        db.session.execute(text("UPDATE message SET content = 'Another question?' WHERE id = :i"),
+                           {"i": rows[0].id})  # fmt: skip
+        db.session.execute(MESSAGES.store, params)
+        db.session.commit()
+        assert pending_messages() == 1  # the changed one: counted again by the next pass
+        count_pending(kind=MESSAGES)
+    assert message_counts(app)[0] == (
+        "Another question?",
+        None,
+        estimate("Another question?").tokens,
+    )

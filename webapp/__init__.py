@@ -34,7 +34,9 @@ def _secret_key(instance_path: str) -> str:
     return key
 
 
-def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
+def create_app(test_config: dict[str, Any] | None = None, *, routes: bool = True) -> OpenAPI:
+    """The app. `routes=False` leaves out the API and the pages (and their imports): for a
+    process that only works on the database, such as the token pass process."""
     app = OpenAPI(
         __name__,
         instance_relative_config=True,
@@ -81,7 +83,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> OpenAPI:
     database.init_app(app)
     errors.init_app(app)
     csrf.init_app(app)
-    _register_areas(app)
+    if routes:
+        _register_areas(app)
     return app
 
 

@@ -98,17 +98,19 @@ def keys_revoke(key_id: int) -> None:
 
 @click.group("tokens")
 def tokens_group() -> None:
-    """The token counts of stored tool calls."""
+    """The token counts of stored tool calls and messages."""
 
 
 @tokens_group.command("count")
 @with_appcontext
 def tokens_count() -> None:
-    """Count the tokens of every stored call not counted yet (what the servers' token pass
-    does in the background). Safe to run at any time, also while servers run."""
-    from .ingest.token_pass import count_pending
+    """Count the tokens of every stored call and message content not counted yet (what the
+    servers' token pass does in the background). Safe to run at any time, also while servers
+    run."""
+    from .ingest.token_pass import MESSAGES, count_pending
 
-    click.echo(f"{count_pending()} tool calls counted")
+    calls, messages = count_pending(), count_pending(kind=MESSAGES)
+    click.echo(f"{calls} tool calls counted" + (f", {messages} messages" if messages else ""))
 
 
 @click.group("conversations")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import click
 from flask import Flask
-from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import JSON, DateTime, MetaData, event
 from sqlalchemy.dialects.postgresql import JSONB
@@ -31,7 +31,6 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
-migrate = Migrate()
 
 # The largest id of an Integer column (PostgreSQL's `integer`) and of a BigInteger one (also
 # SQLite's limit). A larger number in a URL or a form must be "not found", not a database error.
@@ -108,10 +107,64 @@ def begin_write() -> None:
     db.session.connection(execution_options={"toolscope_write": True})
 
 
+# Flask-Migrate imports Alembic (~10 MB, 0.5 s), which only `toolscope db ...` and the tests
+# of the migrations use: a gunicorn master that imported it would give it to every worker's RSS.
+# So the `db` command and app.extensions["migrate"] stand in for it until first used.
+
+
+def _migrations(app: Flask) -> Any:
+    """Flask-Migrate set up on `app` (once): its config, with the real `db` command group."""
+    current = app.extensions.get("migrate")
+    if not isinstance(current, _DeferredMigrations):
+        return current
+    from flask_migrate import Migrate
+
+    Migrate().init_app(app, db, directory=paths.MIGRATIONS, render_as_batch=True)
+    return app.extensions["migrate"]
+
+
+class _DeferredMigrations:
+    """app.extensions["migrate"] until something reads it (flask_migrate.upgrade() does)."""
+
+    def __init__(self, app: Flask):
+        self._app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_migrations(self._app), name)
+
+
+class _DeferredMigrationsCommand(click.Command):
+    """`toolscope db ...`: hands its arguments to Flask-Migrate's group, imported then."""
+
+    def __init__(self, app: Flask):
+        super().__init__(
+            "db",
+            help="Perform database migrations.",
+            context_settings={
+                "ignore_unknown_options": True,
+                "allow_extra_args": True,
+                "help_option_names": [],  # --help is the real group's
+            },
+        )
+        self._app = app
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _migrations(self._app)
+        from flask_migrate.cli import db as group
+
+        with group.make_context(ctx.info_name, list(ctx.args), parent=ctx.parent) as real:
+            return group.invoke(real)
+
+
+def _defer_migrations(app: Flask) -> None:
+    app.extensions["migrate"] = _DeferredMigrations(app)
+    app.cli.add_command(_DeferredMigrationsCommand(app), name="db")
+
+
 def init_app(app: Flask) -> None:
     busy_timeout = app.config["SQLITE_BUSY_TIMEOUT_MS"]
     db.init_app(app)
-    migrate.init_app(app, db, directory=paths.MIGRATIONS, render_as_batch=True)
+    _defer_migrations(app)
     with app.app_context():
         engine: Engine = db.engine
         if engine.dialect.name == "sqlite":

@@ -4,10 +4,14 @@
         'webapp:create_app()'
 
 Command-line flags override these values. Measured on 2 cores in docs/benchmark.md.
+
+Processes: the master (no tokenizer), the web workers, and one token pass process that the
+master starts when it is ready (`when_ready`) and stops on exit (docs/deployment.md).
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 # Threads: a dashboard page or an htmx poll is not queued behind a write that waits for the
@@ -31,27 +35,29 @@ max_requests = 2000
 max_requests_jitter = 200
 
 
-def on_starting(_server: Any) -> None:
-    """Load the tokenizer (~80 MB) in the master, so the forked workers share it instead of
-    each loading a copy on its first write."""
-    from webapp.tokens import preload
-
-    preload()
-
-
-def post_worker_init(worker: Any) -> None:
-    """Start the token pass in the worker (after the fork: a thread does not survive one).
-    The workers of one server share a file lock, so one of them does the counting."""
-    app = worker.wsgi
+def when_ready(server: Any) -> None:
+    """Start the token pass in a process of its own (`webapp.token_process`), the only one of
+    the server that loads the tokenizer (~80 MB): neither this master nor the web workers
+    need it to ingest, so their memory stays small. It is started again if it dies."""
+    app = server.app.wsgi()  # loaded already (preload_app)
     interval = app.config.get("TOKEN_PASS_SECONDS") or 0
     if interval > 0:
-        from webapp.ingest.token_pass import TokenPass
+        from webapp.token_process import TokenProcess
 
-        worker.token_pass = TokenPass.for_database(app.config["DATABASE_URL"], interval)
-        worker.token_pass.start(app)
+        server.token_process = TokenProcess(app.config["DATABASE_URL"], interval)
+        server.token_process.start()
 
 
-def worker_exit(_server: Any, worker: Any) -> None:
-    token_pass = getattr(worker, "token_pass", None)
-    if token_pass is not None:
-        token_pass.stop()
+def on_exit(server: Any) -> None:
+    token_process = getattr(server, "token_process", None)
+    if token_process is not None:
+        token_process.stop()
+
+
+def pre_fork(_server: Any, _worker: Any) -> None:
+    """Move the master's objects (the preloaded app) out of the garbage collector's reach, so
+    that a worker's collections do not write into their pages and copy them: those pages stay
+    shared between the workers instead of becoming each worker's private copy (see
+    gc.freeze; measured in docs/benchmark.md, "Memory after a million calls")."""
+    gc.collect()
+    gc.freeze()

@@ -173,9 +173,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "TOKEN_PASS_SECONDS",
         1.0,
-        "How often the server (a gunicorn worker, or `toolscope serve`) counts the tokens of "
-        "newly stored tool calls (writes leave them to this pass); 0 turns it off, then run "
-        "`toolscope tokens count`.",
+        "How often the server's token pass (a process the gunicorn master starts, or a thread "
+        "of `toolscope serve`) counts the tokens of newly stored tool calls and messages "
+        "(writes leave them to this pass); 0 turns it off, then run `toolscope tokens count`.",
         float,
     ),
 )

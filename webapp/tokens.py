@@ -13,8 +13,10 @@ provenance in ``webapp/data/README.md``) and are loaded here without ``tiktoken.
 * ``tiktoken.Encoding`` is built with the same ``pat_str`` and special tokens as tiktoken's own.
 
 Each encoding is loaded lazily, once per process, under a lock (thread-safe). Loading
-o200k_base takes about 0.4 s and ~80 MB of memory (cl100k_base about half of that); call
-:func:`preload` in a pre-forking server's master to pay that once and share the pages.
+o200k_base takes about 0.4 s and ~80 MB of memory (cl100k_base about half of that). Under
+gunicorn only the token pass process (``webapp.token_process``) counts while agents write, so
+the master and the web workers never load an encoding unless a replay or a chart must count a
+text the pass has not counted yet.
 
 Which encoding: OpenAI models use their own (o200k_base for gpt-4o/4.1/4.5/5 and the o-series,
 cl100k_base for gpt-4/gpt-3.5) and the count is exact. Every other model (Claude, Gemini,
@@ -42,7 +44,6 @@ well, so that changing an option on the preview page does not tokenize them agai
 from __future__ import annotations
 
 import binascii
-import contextlib
 import gzip
 import hashlib
 import logging
@@ -69,7 +70,6 @@ __all__ = [
     "estimate",
     "get_encoding",
     "heuristic_tokens",
-    "preload",
     "stored_counter",
 ]
 
@@ -208,12 +208,17 @@ def _build(name: str) -> tiktoken.Encoding:
         import tiktoken
     except ImportError as exc:
         raise EncodingUnavailable(f"tiktoken is not installed: {exc}") from exc
-    return tiktoken.Encoding(
+    enc = tiktoken.Encoding(
         name=spec.name,
         pat_str=spec.pat_str,
         mergeable_ranks=_read_ranks(spec),
         special_tokens=dict(spec.special_tokens),
     )
+    # The Rust core keeps its own copy of the ranks; tiktoken holds on to the Python dict only
+    # to pickle the Encoding, which Toolscope never does. Dropping it frees ~26 MB (o200k_base)
+    # in each process that counts.
+    enc._mergeable_ranks = {}
+    return enc
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
@@ -239,13 +244,6 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
             raise
         _loaded[name] = enc
         return enc
-
-
-def preload(names: tuple[str, ...] = (DEFAULT_ENCODING,)) -> None:
-    """Load encodings now (e.g. in gunicorn's master with ``preload_app``). Never raises."""
-    for name in names:
-        with contextlib.suppress(EncodingUnavailable):
-            get_encoding(name)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import html
 import json
 import math
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import plotly.graph_objects as go
@@ -60,17 +61,28 @@ COLOURWAY = (
     "#9c755f",
     "#bab0ac",
 )
-# Kept small on purpose: the default template would add ~8 KB to every figure.
-_TEMPLATE = go.layout.Template(
-    layout={
-        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
-        "colorway": list(COLOURWAY),
-        "paper_bgcolor": "rgba(0,0,0,0)",
-        "plot_bgcolor": "rgba(0,0,0,0)",
-        "xaxis": {"gridcolor": "rgba(128,128,128,0.2)", "zeroline": False},
-        "yaxis": {"gridcolor": "rgba(128,128,128,0.2)", "zeroline": False},
-    }
-)
+
+
+# Kept small on purpose: the default template would add ~8 KB to every figure. Built on the first
+# chart, not at import: building any plotly object loads plotly's validators (~14 MB), which a
+# server process that only ingests (gunicorn's master, most workers) never needs.
+@cache
+def _template() -> go.layout.Template:
+    return go.layout.Template(
+        layout={
+            "font": {
+                "family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+                "size": 12,
+            },
+            "colorway": list(COLOURWAY),
+            "paper_bgcolor": "rgba(0,0,0,0)",
+            "plot_bgcolor": "rgba(0,0,0,0)",
+            "xaxis": {"gridcolor": "rgba(128,128,128,0.2)", "zeroline": False},
+            "yaxis": {"gridcolor": "rgba(128,128,128,0.2)", "zeroline": False},
+        }
+    )
+
+
 # No logo, no "edit in Chart Studio" (which would talk to plot.ly): nothing leaves the machine.
 CONFIG = {"responsive": True, "displaylogo": False, "showEditInChartStudio": False}
 # Money axes: "$0.00008", not plotly's SI "$80µ"; never below zero, even when all values are 0.
@@ -96,7 +108,7 @@ def figure_json(fig: go.Figure) -> str:
 def _layout(fig: go.Figure, *, y_title: str, x_title: str = "", **extra: Any) -> go.Figure:
     extra.setdefault("yaxis", COUNT_AXIS)  # every chart counts or sums something >= 0
     fig.update_layout(
-        template=_TEMPLATE,
+        template=_template(),
         height=extra.pop("height", 340),
         margin={"l": 64, "r": 16, "t": 16, "b": 48},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},

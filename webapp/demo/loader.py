@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 
 from ..auth import create_key, get_or_create_project
 from ..db import db, utcnow
-from ..ingest.token_pass import count_pending
+from ..ingest.token_pass import MESSAGES, count_pending
 from ..models import ApiKey, Conversation, Message
 from .catalog import CHANNELS, REDACTION_RULES
 from .large import LARGE_ID, large_conversation
@@ -109,6 +109,7 @@ def load_demo(
         with app.app_context():
             # What a server's token pass does in the background, now: the demo is complete.
             count_pending()
+            count_pending(kind=MESSAGES)
     finally:
         with app.app_context():
             db.session.execute(delete(ApiKey).where(ApiKey.id == loader_key_id))

@@ -1,10 +1,13 @@
-"""The token pass: counts the tokens of stored tool calls after their request was answered.
+"""The token pass: counts the tokens of stored tool calls and message contents after their
+request was answered.
 
-Tokenizing was about a third of a write's CPU. A write therefore stores its calls with
-`arguments_tokens` / `response_tokens` NULL, and this pass counts them later, in bounded
-batches. The pending work *is* those NULLs in the database, so nothing is lost when a process
-dies mid-pass: the next pass (another worker's, a restarted one's, or `toolscope tokens count`)
-finds the same rows still NULL.
+Tokenizing was about a third of a write's CPU, and the tokenizer is ~80 MB of memory. A write
+therefore stores its calls with `arguments_tokens` / `response_tokens` NULL and its messages
+with `content_tokens` NULL, and this pass counts them later, in bounded batches, in a process of
+its own (`webapp.token_process`): the web workers never load the tokenizer to ingest. The
+pending work *is* those NULLs in the database, so nothing is lost when a process dies mid-pass:
+the next pass (another server's, a restarted one's, or `toolscope tokens count`) finds the
+same rows still NULL.
 
 A row is pending while it has arguments without `arguments_tokens` or a response without
 `response_tokens` (a response that arrives after its call makes its row pending again). Counts
@@ -17,9 +20,14 @@ Tokens are counted for the model the row's message has when the pass reads it, a
 counts a text it has no stored count for (`webapp.queries.histories` falls back to exactly this
 count, so an export is the same before and after the pass).
 
-Each gunicorn worker runs `TokenPass` in a thread (`webapp.gunicorn_conf`) at the lowest CPU
-priority; a file lock lets one worker of a server do the work while the others wait to take
-over. It follows the newest rows
+A message is pending while it has a non-empty content without `content_tokens`; its count is
+made for the message's model (as ingestion counted it before) and written with COALESCE too,
+and only if the row still has that content and model (an in_progress message may change).
+
+Under gunicorn the pass runs in one process per server that the master starts and watches
+(`webapp.token_process`, from `webapp.gunicorn_conf`); `toolscope serve` runs `TokenPass` in a
+thread. Both run at the lowest CPU priority, and a file lock per database lets one pass per
+machine do the work while another waits to take over. It follows the newest rows
 every TOKEN_PASS_SECONDS and goes over the whole table again every FULL_SCAN_SECONDS (rows
 whose response came later, ids committed out of order on PostgreSQL, a previous crash).
 """
@@ -34,6 +42,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -83,6 +92,33 @@ _SET_COUNTS = (
 )
 
 
+MESSAGE_PENDING = and_(
+    MESSAGE.c.content.is_not(None), MESSAGE.c.content != "", MESSAGE.c.content_tokens.is_(None)
+)
+
+_PENDING_MESSAGES = (
+    select(MESSAGE.c.id, MESSAGE.c.content, MESSAGE.c.model)
+    .where(MESSAGE.c.id > bindparam("after"), MESSAGE_PENDING)
+    .order_by(MESSAGE.c.id)
+    .limit(bindparam("limit"))
+)
+
+# An in_progress message's content and model may change while the pass counts it (the write
+# sets content_tokens back to NULL): the count is stored only if the row still has the text and
+# model it was made from.
+_SET_CONTENT_TOKENS = (
+    update(MESSAGE)
+    .where(
+        MESSAGE.c.id == bindparam("b_id"),
+        MESSAGE.c.content == bindparam("b_content"),
+        MESSAGE.c.model.is_not_distinct_from(bindparam("b_model")),
+    )
+    .values(
+        content_tokens=func.coalesce(MESSAGE.c.content_tokens, bindparam("b_tokens", type_=Integer))
+    )
+)
+
+
 def call_counts(
     arguments: Any, response: str | None, model: str | None
 ) -> tuple[int | None, int | None, str | None]:
@@ -108,19 +144,40 @@ def _params(row: Any) -> dict[str, Any]:
     return {"b_id": row.id, "b_arguments": a, "b_response": r, "b_method": method}
 
 
-def count_batch(after: int = 0, limit: int = BATCH_ROWS) -> tuple[int, int | None]:
-    """Count the first `limit` pending rows with an id above `after`.
+def _message_params(row: Any) -> dict[str, Any]:
+    tokens = count_tokens(row.content, row.model).tokens
+    return {"b_id": row.id, "b_content": row.content, "b_model": row.model, "b_tokens": tokens}
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What the pass counts: which rows are pending, how to count one, how to store it."""
+
+    rows: Any
+    params: Callable[[Any], dict[str, Any]]
+    store: Any
+
+
+CALLS = _Kind(_PENDING_ROWS, _params, _SET_COUNTS)
+MESSAGES = _Kind(_PENDING_MESSAGES, _message_params, _SET_CONTENT_TOKENS)
+KINDS = (CALLS, MESSAGES)
+
+
+def count_batch(
+    after: int = 0, limit: int = BATCH_ROWS, kind: _Kind = CALLS
+) -> tuple[int, int | None]:
+    """Count the first `limit` pending rows (tool calls, or messages) with an id above `after`.
 
     Tokenizes outside any transaction, then writes the counts in one short write transaction.
     Returns (rows counted, last id seen or None when there was nothing to count)."""
-    rows = db.session.execute(_PENDING_ROWS, {"after": after, "limit": limit}).all()
+    rows = db.session.execute(kind.rows, {"after": after, "limit": limit}).all()
     db.session.commit()  # the read ends before tokenizing: no snapshot held, no lock taken
     if not rows:
         return 0, None
-    params = [_params(row) for row in rows]
+    params = [kind.params(row) for row in rows]
     try:
         begin_write()
-        db.session.execute(_SET_COUNTS, params, execution_options={"synchronize_session": False})
+        db.session.execute(kind.store, params, execution_options={"synchronize_session": False})
         db.session.commit()
     except BaseException:
         db.session.rollback()
@@ -128,11 +185,11 @@ def count_batch(after: int = 0, limit: int = BATCH_ROWS) -> tuple[int, int | Non
     return len(rows), rows[-1].id
 
 
-def count_pending(limit: int = BATCH_ROWS) -> int:
-    """Count every pending row, from the first; the number of rows counted."""
+def count_pending(limit: int = BATCH_ROWS, kind: _Kind = CALLS) -> int:
+    """Count every pending row of `kind`, from the first; the number of rows counted."""
     total, after = 0, 0
     while True:
-        counted, last = count_batch(after, limit)
+        counted, last = count_batch(after, limit, kind)
         total += counted
         if last is None or counted < limit:
             return total
@@ -140,13 +197,20 @@ def count_pending(limit: int = BATCH_ROWS) -> int:
 
 
 def pending_rows() -> int:
-    """How many rows wait for the pass (for the CLI and the tests)."""
+    """How many tool calls wait for the pass (for the CLI and the tests)."""
     return db.session.execute(select(func.count()).select_from(TOOL).where(PENDING)).scalar_one()
+
+
+def pending_messages() -> int:
+    """How many message contents wait for the pass."""
+    query = select(func.count()).select_from(MESSAGE).where(MESSAGE_PENDING)
+    return db.session.execute(query).scalar_one()
 
 
 @dataclass
 class TokenPass:
-    """The pass as a daemon thread of a server worker: `start(app)`, `stop()`."""
+    """The pass as a daemon thread: `start(app)`, `stop()` (in `toolscope serve`, and in the
+    token pass process that gunicorn's master starts, `webapp.token_process`)."""
 
     interval: float
     lock_path: str
@@ -174,7 +238,7 @@ class TokenPass:
         if self._thread is not None:
             self._thread.join(timeout)
         if self._lock_file is not None:
-            self._lock_file.close()  # releases the lock for another worker
+            self._lock_file.close()  # releases the lock for another pass
 
     def _has_lock(self) -> bool:
         if self._lock_file is not None:
@@ -194,7 +258,7 @@ class TokenPass:
         # while it encodes). During a burst it falls behind and catches up afterwards.
         with contextlib.suppress(AttributeError, OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        after = 0
+        after = [0] * len(KINDS)  # where each kind's following of the newest rows stands
         next_full_scan = 0.0  # the first scan of a new process is a full one: crash recovery
         wait = 0.0
         while not self._stop.wait(wait):
@@ -202,18 +266,19 @@ class TokenPass:
             if not self._has_lock():
                 continue
             if time.monotonic() >= next_full_scan:
-                after = 0
+                after = [0] * len(KINDS)
                 next_full_scan = time.monotonic() + self.full_scan_seconds
-            try:
-                with app.app_context():
-                    counted, last = count_batch(after, self.batch_rows)
-                    db.session.remove()
-            except Exception:  # the database may be busy or gone: try again next time
-                log.warning("token pass failed; retrying", exc_info=True)
-                with contextlib.suppress(Exception), app.app_context():
-                    db.session.remove()
-                continue
-            if last is not None:
-                after = last
-            if counted == self.batch_rows:
-                wait = 0.0  # more pending: keep going
+            for n, kind in enumerate(KINDS):
+                try:
+                    with app.app_context():
+                        counted, last = count_batch(after[n], self.batch_rows, kind)
+                        db.session.remove()
+                except Exception:  # the database may be busy or gone: try again next time
+                    log.warning("token pass failed; retrying", exc_info=True)
+                    with contextlib.suppress(Exception), app.app_context():
+                        db.session.remove()
+                    break
+                if last is not None:
+                    after[n] = last
+                if counted == self.batch_rows:
+                    wait = 0.0  # more pending: keep going
