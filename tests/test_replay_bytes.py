@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import orjson
@@ -33,15 +35,20 @@ from webapp.db import db
 from webapp.demo import load_demo
 from webapp.models import Conversation, Message, ServiceCall, ToolDefinition, ToolInvocation
 from webapp.queries.conversations import find_conversation
-from webapp.queries.histories import _json_and_compact, _json_object
-from webapp.replay import replay
+from webapp.queries.histories import (
+    _MAYBE_FLOAT,
+    _json_and_compact,
+    _json_and_compact_known,
+    _json_object,
+)
+from webapp.replay import ReplayOptions, jsonfast, replay
 from webapp.replay.export import ReplayQuery, build_replay, export_document
 from webapp.replay.history import History
 from webapp.replay.history import Message as HMessage
 from webapp.replay.history import ServiceCall as HServiceCall
 from webapp.replay.history import ToolCall as HToolCall
 from webapp.replay.history import ToolDefinition as HToolDefinition
-from webapp.replay.jsonfast import dumps, dumps_ascii
+from webapp.replay.jsonfast import MAX_DEPTH, dumps, dumps_ascii
 from webapp.tokens import STORED_COUNTER, stored_counter
 
 # --- The encoder ------------------------------------------------------------------------------
@@ -107,6 +114,44 @@ def test_the_loader_reads_stored_json_as_the_standard_parser_does(value, compact
     assert dumps(_json_object(text)) == dumps(expected)
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.dictionaries(TEXT, STORED_VALUES, max_size=4), st.booleans())
+def test_arguments_the_loader_vouches_for_are_objects_to_the_validator(value, compact):
+    # The loader tells the replay's validation which compact arguments texts encode an object
+    # (it then does not parse them again): each must be one jsonfast.loads reads as an object,
+    # as the validator's own check would find.
+    text = json.dumps(value, separators=(",", ":") if compact else None)
+    _, encoded, known = _json_and_compact_known(text)
+    if known:
+        assert isinstance(jsonfast.loads(encoded), dict)
+
+
+@pytest.mark.parametrize("depth", [1, 150, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 20])
+def test_arguments_nested_too_deep_for_the_validator_are_not_vouched_for(depth):
+    text = '{"a":' * depth + "1" + "}" * depth
+    _, encoded, known = _json_and_compact_known(text)
+    try:
+        parsed = jsonfast.loads(encoded)
+    except ValueError:
+        parsed = None
+    assert not known or isinstance(parsed, dict)
+    assert known == (depth < MAX_DEPTH)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["1" * 19, "2" * 20, "3", "45", ".", "e", "E", "x", '"', "{", ", "]),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_loaders_float_guard_finds_what_the_two_branch_pattern_found(text):
+    # _MAYBE_FLOAT starts with the digit so the engine skips to the next one; it must match
+    # exactly where "a digit then . e or E, or 20 digits in a row" does.
+    two_branches = re.search(r"[0-9][.eE]|[0-9]{20}", text) is not None
+    assert (_MAYBE_FLOAT.search(text) is not None) == two_branches
+
+
 @settings(max_examples=2000, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_floats_without_an_exponent_are_spelled_alike(value):
@@ -167,10 +212,81 @@ def test_the_answer_is_jsonifys_bytes_for_hypothesis_histories(plain_app, histor
         token_counter="heuristic",
     )
     with plain_app.app_context():
+        expected = jsonify(document).get_data()
         new = json_response(document)
-        assert new.get_data() == jsonify(document).get_data()
+        assert new.get_data() == expected
         assert new.content_length == len(new.get_data())
         assert new.mimetype == "application/json"
+        # As the API sends it: the encoder's walk leaves out the messages the replay vouched
+        # for (every OpenAI payload of a well-typed history).
+        assert result.text_messages == (opts.format != "anthropic")
+        vouched = json_response(document, text_messages=result.text_messages)
+        assert vouched.get_data() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.data())
+def test_vouched_messages_keep_jsonifys_bytes_whatever_their_texts(plain_app, history, data):
+    """Any text (lone surrogates, controls, DEL, astral characters, "1e-05") and texts of
+    another type (a float with an exponent, NaN, an integer beyond 64 bits, a str subclass)
+    where a history's types say str: the renderer does not vouch for those, and the answer
+    is still jsonify's."""
+    odd = st.sampled_from([1e-05, float("nan"), 2**70, _Str("x"), 1.5])
+    texts = TEXT | odd
+
+    def retyped(c: HToolCall) -> HToolCall:
+        return replace(
+            c,
+            external_id=data.draw(st.just(c.external_id) | texts),
+            response=data.draw(st.just(c.response) | texts),
+            function_name=data.draw(st.just(c.function_name) | texts),
+        )
+
+    messages = tuple(
+        replace(
+            m,
+            content=data.draw(st.just(m.content) | texts),
+            tool_calls=tuple(retyped(c) for c in m.tool_calls),
+        )
+        for m in history.messages
+    )
+    history = replace(history, messages=messages)
+    opts = data.draw(options())
+    try:
+        result = replay(history, opts)
+    except (TypeError, AttributeError, ValueError):
+        return  # a text the core itself cannot handle (a lone surrogate in an id it hashes)
+    document = export_document(
+        _Conversation(),
+        ReplayQuery(format=opts.format),
+        opts,
+        result,
+        validation=[],
+        naive_problems=[],
+        token_counter="heuristic",
+    )
+    with plain_app.app_context():
+        try:
+            expected = jsonify(document).get_data()
+        except (TypeError, ValueError):
+            return  # jsonify cannot send it either
+        vouched = json_response(document, text_messages=result.text_messages)
+        assert vouched.get_data() == expected
+
+
+class _Str(str):
+    """A str subclass: orjson hands it to the standard path."""
+
+
+def test_a_text_of_another_type_is_not_vouched_for(plain_app) -> None:
+    h = HToolCall(1, "c", "f", {}, 0, 0, LOADED_AT, _Str("ok"), LOADED_AT)
+    message = HMessage(2, "a", "assistant", None, LOADED_AT, tool_calls=(h,))
+    history = History("c", None, None, (), (message,))
+    clean = replace(history, messages=(replace(message, tool_calls=(replace(h, response="ok"),)),))
+    for fmt in ("openai-chat", "openai-responses"):
+        opts = ReplayOptions(format=fmt, freshness_seconds=None, trim_trailing=False)
+        assert not replay(history, opts).text_messages
+        assert replay(clean, opts).text_messages
 
 
 # --- The answer through the API, for stored rows ------------------------------------------------

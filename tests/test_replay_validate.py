@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from webapp.replay import (
+    History,
     ReplayOptions,
     naive_payload,
     naive_replay_problems,
@@ -17,9 +21,9 @@ from webapp.replay import (
 from webapp.replay.validate import Memo
 
 try:  # tests/ is on sys.path when pytest imports test modules by path
-    from replay_strategies import assistant, call, history, user
+    from replay_strategies import assistant, call, histories, history, options, user
 except ImportError:  # pragma: no cover - tests/ is a package
-    from tests.replay_strategies import assistant, call, history, user
+    from tests.replay_strategies import assistant, call, histories, history, options, user
 
 FORMATS = ("openai-chat", "openai-responses", "anthropic")
 
@@ -310,3 +314,54 @@ def test_validate_does_not_modify_the_payload() -> None:
     before = copy.deepcopy(payload)
     validate(payload, "openai-chat")
     assert payload == before
+
+
+# -- the naive lint finds what validating the naive payload finds ---------------------------------
+
+_ODD_ARGUMENTS = st.sampled_from(
+    # (arguments, arguments_json as the loader would pass it; None: encoded by the replay)
+    [
+        ([1], None),
+        ("text", None),
+        (3.5, None),
+        ({"q": "x"}, '{"q":"x"}'),
+        ({"q": "x"}, "[1]"),  # a stored string that is no object: checked as sent
+        ({"deep": [[[]]]}, "not json"),
+    ]
+)
+
+
+@st.composite
+def odd_histories(draw: st.DrawFn) -> History:
+    """``histories()`` with calls whose names, arguments and texts the loader could still
+    hand over: an empty name, arguments that are no object, whitespace-only texts."""
+    h = draw(histories())
+    messages = []
+    for m in h.messages:
+        calls = []
+        for c in m.tool_calls:
+            if draw(st.integers(0, 4)) == 0:
+                arguments, arguments_json = draw(_ODD_ARGUMENTS)
+                c = replace(c, arguments=arguments, arguments_json=arguments_json)
+            if draw(st.integers(0, 9)) == 0:
+                c = replace(c, function_name="")
+            calls.append(c)
+        content = m.content
+        if draw(st.integers(0, 5)) == 0:
+            content = draw(st.sampled_from([" ", "\n", "", None]))
+        messages.append(replace(m, tool_calls=tuple(calls), content=content))
+    return replace(h, messages=tuple(messages))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(odd_histories(), st.sampled_from(FORMATS), st.data())
+def test_naive_lint_is_the_validation_of_the_naive_payload(
+    h: History, fmt: str, data: st.DataObject
+) -> None:
+    o = data.draw(options(fmt=fmt))
+    expected = validate(naive_payload(h, o), fmt)
+    assert naive_replay_problems(h, o) == expected
+    # With a memo that the replay's own validation filled first, as the export runs it.
+    memo = Memo()
+    validate(replay(h, o).payload, fmt, memo)
+    assert naive_replay_problems(h, o, memo) == expected

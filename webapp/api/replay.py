@@ -105,6 +105,7 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
             now=utcnow(),
             count_tokens=loaded.token_counter(),
             token_counter=STORED_COUNTER,
+            known_objects=loaded.object_arguments,
         )
     except OptionError as exc:
         field = f"query.{exc.field}"
@@ -112,7 +113,7 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
         raise ApiError(422, f"{field}: {exc.message}", details) from None
     document = built.document()
     if not query.download:
-        return json_response(document)
+        return json_response(document, text_messages=built.result.text_messages)
     text, filename = export_file(document, conversation.external_id, query.format)
     return Response(
         text,
@@ -121,10 +122,12 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
     )
 
 
-def json_response(document: dict[str, Any]) -> Response:
+def json_response(document: dict[str, Any], *, text_messages: bool = False) -> Response:
     """``jsonify(document)``, the same bytes, encoded by ``jsonfast.dumps_ascii`` (less than
     half the time for a large replay) and sent as it was encoded, in one piece: the answer is in
-    memory once, not also as the text it was made from nor copied to add the final newline."""
+    memory once, not also as the text it was made from nor copied to add the final newline.
+    ``text_messages``: the replay vouches that its payload's message list is text only
+    (``ReplayResult.text_messages``), so the encoder's walk leaves it out."""
     provider = current_app.json
     plain = (
         type(provider) is DefaultJSONProvider
@@ -134,9 +137,18 @@ def json_response(document: dict[str, Any]) -> Response:
     )
     if not plain:  # another provider or indented output (debug): Flask's own path
         return jsonify(document)
-    body = dumps_ascii(document, default=provider.default, newline=True)
+    walk = _without_messages(document) if text_messages else document
+    body = dumps_ascii(document, default=provider.default, newline=True, walk=walk)
     # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
     # touching the body, and the length is known.
     response = Response([body], mimetype=provider.mimetype)
     response.content_length = len(body)
     return response
+
+
+def _without_messages(document: dict[str, Any]) -> dict[str, Any]:
+    """The export document with an empty message list: what the encoder walks when the
+    replay vouched for its messages (two shallow copies, nothing else copied)."""
+    payload = document["payload"]
+    key = "input" if document["format"] == "openai-responses" else "messages"
+    return {**document, "payload": {**payload, key: []}}

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
@@ -369,9 +369,13 @@ def build_replay(
     now: datetime,
     count_tokens: Callable[[str], int],
     token_counter: str,
+    known_objects: Iterable[str] = (),
 ) -> BuiltReplay:
     """Replay ``history`` under ``query``, counting with ``count_tokens`` (named
-    ``token_counter`` in the document); raises ``OptionError`` for an unusable ``as_of``."""
+    ``token_counter`` in the document); raises ``OptionError`` for an unusable ``as_of``.
+    ``known_objects``: argument strings the caller knows ``jsonfast.loads`` to read as a JSON
+    object (the loader's ``LoadedHistory.object_arguments``), which the checks then do not
+    parse again."""
     options = replay_options(
         query,
         now=now,
@@ -380,7 +384,9 @@ def build_replay(
         count_tokens=count_tokens,
     )
     result = replay(history, options)
-    return BuiltReplay(conversation, history, query, options, result, token_counter)
+    built = BuiltReplay(conversation, history, query, options, result, token_counter)
+    built._memo.object_arguments.update(known_objects)
+    return built
 
 
 # --- The export document ----------------------------------------------------------------------

@@ -112,6 +112,10 @@ _ORJSON_OPTIONS = (
 )
 
 
+# dumps_ascii's default: walk the whole document.
+_WHOLE: Any = object()
+
+
 class _NotPlain(Exception):
     """The document holds a value only the standard library's path encodes as it does."""
 
@@ -137,7 +141,11 @@ def _escape(match: re.Match[bytes]) -> bytes:
 
 
 def dumps_ascii(
-    obj: Any, *, default: Callable[[Any], Any] | None = None, newline: bool = False
+    obj: Any,
+    *,
+    default: Callable[[Any], Any] | None = None,
+    newline: bool = False,
+    walk: Any = _WHOLE,
 ) -> bytes:
     """``json.dumps(obj, separators=(",", ":"), default=default).encode()`` — byte for byte
     (ASCII only, keys in stored order, NaN as ``NaN``) — in less than half its time for a large
@@ -147,10 +155,13 @@ def dumps_ascii(
     an exponent, an integer beyond 64 bits, a lone surrogate, a non-str key, a datetime, a
     subclass) takes the standard library's path, so the bytes are the same either way.
     ``newline=True`` ends the text with a newline, as Flask's ``jsonify`` does, without copying
-    it to add one."""
+    it to add one. ``walk``: what the walk looks at instead of ``obj``, from a caller that
+    knows the rest of ``obj`` to hold only dicts, lists, None and exact ``str`` (the replay's
+    message list, see ``formats.render_payload``): orjson spells those as the standard library
+    does, up to the escaping done here, so they need no walk."""
     if _SKELETON is not None:
         try:
-            skeleton = "".join(_SKELETON(obj, 0))
+            skeleton = "".join(_SKELETON(obj if walk is _WHOLE else walk, 0))
             if not any(s in skeleton for s in _SPELLED_OTHERWISE):
                 options = _ORJSON_OPTIONS | (orjson.OPT_APPEND_NEWLINE if newline else 0)
                 out = orjson.dumps(obj, default=_not_plain, option=options)

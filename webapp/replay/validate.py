@@ -106,6 +106,29 @@ class _Checker:
             self.ids[call_id] = path
         return call_id
 
+    def openai_call(
+        self,
+        arguments: object,
+        arguments_path: str,
+        call_id: object,
+        path: str,
+        fmt: str,
+        pending: dict[str, str],
+    ) -> None:
+        """An OpenAI function call's arguments and id (chat and responses check them alike); an
+        id that now waits for its answer goes into `pending`. What is fine (a known arguments
+        string, a new acceptable id) is tested inline: this runs once per call."""
+        if type(arguments) is not str or arguments not in self.object_arguments:
+            self.json_arguments(arguments, arguments_path)
+        ids = self.ids
+        fine = type(call_id) is str and call_id and len(call_id) <= MAX_ID_LENGTH[fmt]
+        if fine and call_id not in ids:
+            ids[call_id] = pending[call_id] = path
+            return
+        call_id = self.call_id(call_id, path, fmt)
+        if call_id is not None and call_id not in pending:
+            pending[call_id] = path
+
     def json_arguments(self, arguments: object, path: str) -> None:
         if not isinstance(arguments, str):
             self.add("bad_arguments", path, "arguments must be a JSON string")
@@ -154,52 +177,53 @@ def _is_text(value: object) -> bool:
 # -- openai-chat ------------------------------------------------------------------------------
 
 
+def chat_tools(tools: object, ck: _Checker) -> None:
+    """The ``tools`` of an openai-chat payload (None: absent)."""
+    if tools is None:
+        return
+    if not isinstance(tools, list) or not tools:
+        ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
+        return
+    names = []
+    for i, t in enumerate(tools):
+        path = f"tools[{i}]"
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+            ck.add("bad_shape", path, 'a tool must be {"type": "function", "function": {...}}')
+            continue
+        names.append((fn.get("name"), f"{path}.function.name"))
+        ck.schema(fn.get("parameters"), f"{path}.function.parameters", required=False)
+    ck.tool_names(names)
+
+
+def chat_unanswered(ck: _Checker, pending: dict[str, str], path: str) -> None:
+    """The openai-chat calls still waiting for their answer at ``path``; forgets them."""
+    for call_id, call_path in pending.items():
+        ck.add(
+            "unanswered_call",
+            call_path,
+            f"assistant tool call '{call_id}' is not followed by a tool message answering "
+            f"it (next: {path})",
+        )
+    pending.clear()
+
+
 def _openai_chat(payload: JSON, ck: _Checker) -> None:
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         ck.add("empty_payload", "messages", "there must be at least one message")
         return
-    tools = payload.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list) or not tools:
-            ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
-        else:
-            names = []
-            for i, t in enumerate(tools):
-                path = f"tools[{i}]"
-                fn = t.get("function") if isinstance(t, dict) else None
-                if (
-                    not isinstance(t, dict)
-                    or t.get("type") != "function"
-                    or not isinstance(fn, dict)
-                ):
-                    ck.add(
-                        "bad_shape", path, 'a tool must be {"type": "function", "function": {...}}'
-                    )
-                    continue
-                names.append((fn.get("name"), f"{path}.function.name"))
-                ck.schema(fn.get("parameters"), f"{path}.function.parameters", required=False)
-            ck.tool_names(names)
+    chat_tools(payload.get("tools"), ck)
 
     pending: dict[str, str] = {}  # id -> path of the call, in call order
     answered: set[str] = set()
 
     def flush(path: str) -> None:
-        for call_id, call_path in pending.items():
-            ck.add(
-                "unanswered_call",
-                call_path,
-                f"assistant tool call '{call_id}' is not followed by a tool message answering "
-                f"it (next: {path})",
-            )
-        pending.clear()
+        chat_unanswered(ck, pending, path)
 
     # Once per message and per call: paths are made only where they are kept or reported, and
     # what is fine (an answered id, a known name or arguments string) is tested inline.
-    object_arguments = ck.object_arguments
     valid_names = ck.valid_names
-    ids = ck.ids
-    max_id = MAX_ID_LENGTH["openai-chat"]
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             ck.add("bad_shape", f"messages[{i}]", "a message must be an object")
@@ -255,18 +279,14 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
                     continue
                 if fn["name"] not in valid_names:
                     ck.tool_name(fn["name"], f"{cpath}.function.name")
-                arguments = fn.get("arguments")
-                if type(arguments) is not str or arguments not in object_arguments:
-                    ck.json_arguments(arguments, f"{cpath}.function.arguments")
-                call_id = call.get("id")
-                # The usual case: a new, acceptable id.
-                fine = type(call_id) is str and call_id and len(call_id) <= max_id
-                if fine and call_id not in ids:
-                    ids[call_id] = pending[call_id] = cpath
-                    continue
-                call_id = ck.call_id(call_id, cpath, "openai-chat")
-                if call_id is not None and call_id not in pending:
-                    pending[call_id] = cpath
+                ck.openai_call(
+                    fn.get("arguments"),
+                    f"{cpath}.function.arguments",
+                    call.get("id"),
+                    cpath,
+                    "openai-chat",
+                    pending,
+                )
         elif role in ("system", "developer", "user"):
             if not isinstance(m.get("content"), str | list):
                 ck.add("bad_shape", path, f"a {role} message needs content")
@@ -279,6 +299,35 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
 # -- openai-responses -------------------------------------------------------------------------
 
 
+def responses_tools(tools: object, ck: _Checker) -> None:
+    """The ``tools`` of an openai-responses payload (None: absent)."""
+    if tools is None:
+        return
+    if not isinstance(tools, list) or not tools:
+        ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
+        return
+    names = []
+    for i, t in enumerate(tools):
+        path = f"tools[{i}]"
+        if not isinstance(t, dict) or t.get("type") != "function":
+            ck.add("bad_shape", path, 'a tool must have "type": "function"')
+            continue
+        names.append((t.get("name"), f"{path}.name"))
+        ck.schema(t.get("parameters"), f"{path}.parameters", required=True)
+    ck.tool_names(names)
+
+
+def responses_unanswered(ck: _Checker, pending: dict[str, str], path: str) -> None:
+    """The function_calls still waiting for their output at ``path``; forgets them."""
+    for call_id, call_path in pending.items():
+        ck.add(
+            "unanswered_call",
+            call_path,
+            f"function_call '{call_id}' has no function_call_output before {path}",
+        )
+    pending.clear()
+
+
 def _openai_responses(payload: JSON, ck: _Checker) -> None:
     items = payload.get("input")
     if not isinstance(items, list) or not items:
@@ -286,38 +335,16 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
         return
     if "instructions" in payload and not isinstance(payload["instructions"], str):
         ck.add("bad_shape", "instructions", "instructions must be a string")
-    tools = payload.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list) or not tools:
-            ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
-        else:
-            names = []
-            for i, t in enumerate(tools):
-                path = f"tools[{i}]"
-                if not isinstance(t, dict) or t.get("type") != "function":
-                    ck.add("bad_shape", path, 'a tool must have "type": "function"')
-                    continue
-                names.append((t.get("name"), f"{path}.name"))
-                ck.schema(t.get("parameters"), f"{path}.parameters", required=True)
-            ck.tool_names(names)
+    responses_tools(payload.get("tools"), ck)
 
     pending: dict[str, str] = {}
     answered: set[str] = set()
 
     def flush(path: str) -> None:
-        for call_id, call_path in pending.items():
-            ck.add(
-                "unanswered_call",
-                call_path,
-                f"function_call '{call_id}' has no function_call_output before {path}",
-            )
-        pending.clear()
+        responses_unanswered(ck, pending, path)
 
     # As in _openai_chat: what is fine is tested inline, paths are made where needed.
-    object_arguments = ck.object_arguments
     valid_names = ck.valid_names
-    ids = ck.ids
-    max_id = MAX_ID_LENGTH["openai-responses"]
     for i, item in enumerate(items):
         path = f"input[{i}]"
         if not isinstance(item, dict):
@@ -330,17 +357,14 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
                 ck.add("bad_shape", path, "a function_call needs a name")
             elif name not in valid_names:
                 ck.tool_name(name, f"{path}.name")
-            arguments = item.get("arguments")
-            if type(arguments) is not str or arguments not in object_arguments:
-                ck.json_arguments(arguments, f"{path}.arguments")
-            call_id = item.get("call_id")
-            # The usual case: a new, acceptable id.
-            if type(call_id) is str and call_id and len(call_id) <= max_id and call_id not in ids:
-                ids[call_id] = pending[call_id] = path
-                continue
-            call_id = ck.call_id(call_id, path, "openai-responses")
-            if call_id is not None and call_id not in pending:
-                pending[call_id] = path
+            ck.openai_call(
+                item.get("arguments"),
+                f"{path}.arguments",
+                item.get("call_id"),
+                path,
+                "openai-responses",
+                pending,
+            )
         elif kind == "function_call_output":
             if not isinstance(item.get("output"), (str, list)):
                 ck.add("bad_shape", path, "a function_call_output needs an output")
@@ -374,24 +398,46 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
 # -- anthropic --------------------------------------------------------------------------------
 
 
+def anthropic_tools(tools: object, ck: _Checker) -> None:
+    """The ``tools`` of an anthropic payload (None: absent)."""
+    if tools is None:
+        return
+    if not isinstance(tools, list):
+        ck.add("bad_shape", "tools", "tools must be a list")
+        return
+    names = []
+    for i, t in enumerate(tools):
+        path = f"tools[{i}]"
+        if not isinstance(t, dict):
+            ck.add("bad_shape", path, "a tool must be an object")
+            continue
+        names.append((t.get("name"), f"{path}.name"))
+        ck.schema(t.get("input_schema"), f"{path}.input_schema", required=True)
+    ck.tool_names(names)
+
+
+def anthropic_unanswered(ck: _Checker, waiting: dict[str, str], path: str | None) -> None:
+    """The tool_use ids of the previous assistant message that the message at ``path`` (None:
+    none follows) did not answer."""
+    for call_id, call_path in waiting.items():
+        if path is None:
+            message = (
+                f"tool_use '{call_id}' is not answered: no user message with its tool_result "
+                "follows"
+            )
+        else:
+            message = (
+                f"tool_use '{call_id}' is not answered by a tool_result in the next message "
+                f"({path})"
+            )
+        ck.add("unanswered_call", call_path, message)
+
+
 def _anthropic(payload: JSON, ck: _Checker) -> None:
     system = payload.get("system")
     if system is not None and not (isinstance(system, str | list)):
         ck.add("bad_shape", "system", "system must be a string or a list of text blocks")
-    tools = payload.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            ck.add("bad_shape", "tools", "tools must be a list")
-        else:
-            names = []
-            for i, t in enumerate(tools):
-                path = f"tools[{i}]"
-                if not isinstance(t, dict):
-                    ck.add("bad_shape", path, "a tool must be an object")
-                    continue
-                names.append((t.get("name"), f"{path}.name"))
-                ck.schema(t.get("input_schema"), f"{path}.input_schema", required=True)
-            ck.tool_names(names)
+    anthropic_tools(payload.get("tools"), ck)
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         ck.add("empty_payload", "messages", "there must be at least one message")
@@ -481,19 +527,8 @@ def _anthropic(payload: JSON, ck: _Checker) -> None:
                 seen_other = True
                 if not isinstance(btype, str):
                     ck.add("bad_shape", bpath, "a content block needs a type")
-        for call_id, call_path in waiting.items():
-            ck.add(
-                "unanswered_call",
-                call_path,
-                f"tool_use '{call_id}' is not answered by a tool_result in the next message "
-                f"({path})",
-            )
-    for call_id, call_path in pending.items():
-        ck.add(
-            "unanswered_call",
-            call_path,
-            f"tool_use '{call_id}' is not answered: no user message with its tool_result follows",
-        )
+        anthropic_unanswered(ck, waiting, path)
+    anthropic_unanswered(ck, pending, None)
 
 
 _VALIDATORS = {

@@ -124,6 +124,7 @@ def _replay(
         now=now,
         count_tokens=loaded.token_counter(),
         token_counter=STORED_COUNTER,
+        known_objects=loaded.object_arguments,
     )
 
 

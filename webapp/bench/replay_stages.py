@@ -1,0 +1,122 @@
+"""Where a ``GET .../replay`` request's CPU goes, stage by stage, in this process.
+
+``python -m webapp.bench.replay_stages sqlite:////tmp/replay-stages.db [runs]`` (or the URL of
+an empty PostgreSQL database of your own, which it migrates) stores the
+replay bench's 10,000-call conversation in that database (once: migrations, the bench project,
+the rows), then runs the route's stages as the route does (GC paused, ``freshness=off``, a
+fixed "now") and prints the median and lowest ``time.process_time`` of each stage over
+``runs`` runs (9 by default), and the answer's SHA-256: the figures of docs/replay.md "Speed".
+``--profile`` prints a cProfile of one run instead.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import hashlib
+import os
+import pstats
+import statistics
+import sys
+import time
+from datetime import datetime
+from itertools import pairwise
+
+from flask import Flask, g
+from sqlalchemy import create_engine, inspect, select
+
+from .. import create_app
+from ..auth import get_or_create_project
+from ..db import db
+from ..models import Conversation
+from ..queries.conversations import find_conversation
+from ..queries.histories import load_history
+from ..replay import make_synthetic_history
+from ..replay.export import ReplayQuery, build_replay
+from ..replay.gc_pause import gc_paused
+from ..tokens import STORED_COUNTER
+from .replay import API_CALLS, CALLS_PER_TURN, store_history
+from .server import BENCH_PROJECT, prepare_database
+
+CID = "replay-stages"
+NOW = datetime.fromisoformat("2030-01-01T00:00:00+00:00")
+
+
+def prepared_app(url: str) -> Flask:
+    """The app on ``url`` (a SQLite file, or an empty PostgreSQL database of your own), with
+    the bench conversation stored (once)."""
+    if not inspect(create_engine(url)).has_table(Conversation.__tablename__):
+        prepare_database(url)  # migrations and the bench project
+    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench"})
+    with app.app_context():
+        stored = db.session.scalar(select(Conversation.id).where(Conversation.external_id == CID))
+        db.session.remove()
+    if stored is None:
+        history = make_synthetic_history(API_CALLS // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
+        store_history(url, history, CID)
+    return app
+
+
+def run_once(app: Flask, stages: dict[str, list[float]] | None) -> bytes:
+    """One request's stages; their CPU milliseconds appended to ``stages``."""
+    from ..api.replay import json_response  # the route's own encoder
+
+    marks: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        marks.append((name, time.process_time()))
+
+    with app.test_request_context("/"), gc_paused():
+        g.project = get_or_create_project(BENCH_PROJECT)
+        mark("start")
+        conversation = find_conversation(g.project.id, external_id=CID)
+        assert conversation is not None
+        loaded = load_history(conversation)
+        mark("load")
+        built = build_replay(
+            conversation,
+            loaded.history,
+            ReplayQuery(freshness="off"),
+            now=NOW,
+            count_tokens=loaded.token_counter(),
+            token_counter=STORED_COUNTER,
+            known_objects=loaded.object_arguments,
+        )
+        mark("core")
+        _ = built.validation
+        mark("validation")
+        _ = built.naive_problems
+        mark("naive")
+        response = json_response(built.document(), text_messages=built.result.text_messages)
+        body = b"".join(response.response)  # type: ignore[arg-type]
+        mark("encode")
+        del built, loaded, response, conversation
+        mark("free")
+        db.session.remove()
+    if stages is not None:
+        for (_, before), (name, after) in pairwise(marks):
+            stages.setdefault(name, []).append((after - before) * 1000)
+        stages.setdefault("total", []).append((marks[-1][1] - marks[0][1]) * 1000)
+    return body
+
+
+def main(argv: list[str]) -> None:
+    url = argv[0]
+    runs = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 9
+    app = prepared_app(url)
+    body = run_once(app, None)  # warm-up: first-use costs are not the request's
+    print(f"answer: {len(body):,} bytes, sha256 {hashlib.sha256(body).hexdigest()}")
+    if "--profile" in argv:
+        profile = cProfile.Profile()
+        profile.runcall(run_once, app, None)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+        return
+    stages: dict[str, list[float]] = {}
+    for _ in range(runs):
+        run_once(app, stages)
+    print(f"load average {os.getloadavg()[0]:.2f}, {runs} runs")
+    for name, values in stages.items():
+        print(f"  {name:<12} median {statistics.median(values):7.1f} ms   min {min(values):7.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
