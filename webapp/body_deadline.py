@@ -39,15 +39,20 @@ class _Watchdog:
         self._watched: dict[int, tuple[float, socket.socket, dict[str, Any]]] = {}
         self._tokens = itertools.count()
         self._pid: int | None = None
+        # When the watchdog will look next (None: not until notified). A deadline after that
+        # needs no wake-up: waking it for every body was a thread switch per request.
+        self._wake_at: float | None = None
 
     def watch(self, deadline: float, sock: socket.socket, environ: dict[str, Any]) -> int:
         with self._cond:
             if self._pid != os.getpid():  # first body in this process (gunicorn forks workers)
                 self._pid = os.getpid()
+                self._wake_at = None
                 threading.Thread(target=self._run, name="body-deadline", daemon=True).start()
             token = next(self._tokens)
             self._watched[token] = (deadline, sock, environ)
-            self._cond.notify()
+            if self._wake_at is None or deadline < self._wake_at:
+                self._cond.notify()
             return token
 
     def release(self, token: int) -> None:
@@ -63,8 +68,10 @@ class _Watchdog:
                         del self._watched[token]
                         environ[_TIMED_OUT] = True
                         _shut_read_side(sock)
-                soonest = min((d for d, _, _ in self._watched.values()), default=None)
-                self._cond.wait(None if soonest is None else soonest - now)
+                # The deadline waited for may be a released body's: that wake-up finds nothing
+                # to do and looks again (about once per deadline's length under steady load).
+                self._wake_at = min((d for d, _, _ in self._watched.values()), default=None)
+                self._cond.wait(None if self._wake_at is None else self._wake_at - now)
 
 
 def _shut_read_side(sock: socket.socket) -> None:

@@ -28,12 +28,14 @@ from .sections import SECTIONS, BenchContext, Figure
 from .server import (
     BenchSetupError,
     Server,
+    WorkerMemory,
     gunicorn_server,
     prepare_database,
     require_loopback,
     scratch_postgres,
     scratch_project,
     scratch_sqlite,
+    token_process_memory,
     worker_memory,
 )
 
@@ -50,6 +52,7 @@ class TargetReport:
     server: str
     startup_seconds: float | None = None
     worker_memory: list[dict[str, float]] = field(default_factory=list)
+    token_process_memory: list[dict[str, float]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
 
 
@@ -294,11 +297,19 @@ def _run_target(
             continue
         report.figures.extend(section.run(ctx))
     if server and server.pid:
-        report.worker_memory = [
-            {"rss_mb": round(w.rss_mb, 1), "private_mb": round(w.private_mb, 1)}
-            for w in worker_memory(server.pid)
+        report.worker_memory = [_memory_values(w) for w in worker_memory(server.pid)]
+        report.token_process_memory = [
+            _memory_values(w) for w in token_process_memory(server.pid)
         ]
     return report
+
+
+def _memory_values(memory: WorkerMemory) -> dict[str, float]:
+    return {
+        "rss_mb": round(memory.rss_mb, 1),
+        "pss_mb": round(memory.pss_mb, 1),
+        "private_mb": round(memory.private_mb, 1),
+    }
 
 
 def _failed(figure: Figure) -> bool:
@@ -333,12 +344,16 @@ def _as_text(reports: list[TargetReport], concurrency: int) -> str:
         for figure in report.figures:
             lines.append(f"  {figure.label:<{width}}  {figure.text}")
         if report.worker_memory:
-            sizes = ", ".join(
-                f"{w['rss_mb']:.0f} MB ({w['private_mb']:.0f} MB private)"
-                for w in report.worker_memory
-            )
+            sizes = ", ".join(map(_memory_text, report.worker_memory))
             lines.append(f"  worker memory after the run, RSS: {sizes}")
+        if report.token_process_memory:
+            sizes = ", ".join(map(_memory_text, report.token_process_memory))
+            lines.append(f"  token pass process memory after the run, RSS: {sizes}")
     return "\n".join(lines)
+
+
+def _memory_text(w: dict[str, float]) -> str:
+    return f"{w['rss_mb']:.0f} MB (PSS {w['pss_mb']:.0f} MB, {w['private_mb']:.0f} MB private)"
 
 
 def _as_json(reports: list[TargetReport], concurrency: int) -> str:

@@ -372,13 +372,17 @@ class LoadGenerator:
         for worker in self._workers:
             worker.start()
 
-    def run(self, job: Job) -> LoadResult:
+    def run(self, job: Job, on_start: Callable[[], object] | None = None) -> LoadResult:
+        """Run `job` in every process; `on_start` is called when all of them have warmed up
+        and the measured part begins (the server's CPU is read there, not before the warm-up)."""
         for _ in self._workers:
             self._jobs.put(job)
         try:
             self._start_line.wait(START_TIMEOUT_SECONDS)
         except threading.BrokenBarrierError:
             raise RuntimeError(self._first_failure()) from None
+        if on_start is not None:
+            on_start()
         limit = job.seconds if job.requests_per_process is None else 600.0
         collected: list[WorkerResult] = []
         for _ in self._workers:

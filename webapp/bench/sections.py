@@ -13,6 +13,7 @@ To add one (e.g. a replay figure), write it here or import its module from `weba
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -97,8 +98,9 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             warm_up_seconds=min(MAX_WARM_UP_SECONDS, ctx.seconds / 4),
         )
         ctx.say(f"  {ENDPOINT_LABELS[endpoint]} ...")
-        cpu_before = worker_cpu_seconds(ctx.server.pid) if ctx.server.pid else {}
-        result = ctx.load.run(job)
+        # From the start line on: the warm-up's requests are not counted, nor is their CPU.
+        cpu_before: dict[int, float] = {}
+        result = ctx.load.run(job, functools.partial(_read_cpu, cpu_before, ctx.server.pid))
         server_cpu = _cpu_used(cpu_before, ctx.server.pid)
         stored = _stored_calls(ctx.server_database_url, ctx.run_id, endpoint)
         # Only a server the bench started runs the pass for sure (--url may point at one without).
@@ -174,6 +176,12 @@ def _requests_per_process(ctx: BenchContext) -> int | None:
     return max(1, -(-requests // processes))
 
 
+def _read_cpu(into: dict[int, float], master_pid: int | None) -> None:
+    """Put each worker's CPU seconds so far into `into` (nothing without a server of ours)."""
+    if master_pid:
+        into.update(worker_cpu_seconds(master_pid))
+
+
 def _cpu_used(before: dict[int, float], master_pid: int | None) -> list[float]:
     """CPU seconds each worker spent since `before` (workers that appeared since count fully)."""
     if not master_pid or not before:
@@ -188,20 +196,22 @@ TOKEN_PASS_WAIT_SECONDS = 30.0
 
 
 def _token_pass_catch_up(database_url: str | None) -> float | None:
-    """Seconds until the server's token pass has counted every stored call (None when the pass
-    is off or there is no database to look at). The pass's CPU is in the server CPU figures
-    of the next run only if it is still running then: waiting keeps each run's figures its own,
-    and keeps it from competing with the raw inserts."""
+    """Seconds until the server's token pass has counted every stored call and message (None
+    when the pass is off or there is no database to look at). The pass's CPU is in the server
+    CPU figures of the next run only if it is still running then: waiting keeps each run's
+    figures its own, and keeps it from competing with the raw inserts."""
     from ..settings import load
 
     if database_url is None or not load()["TOKEN_PASS_SECONDS"]:
         return None
     import sqlalchemy as sa
 
-    from ..ingest.token_pass import PENDING
-    from ..sql import TOOL
+    from ..ingest.token_pass import MESSAGE_PENDING, PENDING
+    from ..sql import MESSAGE, TOOL
 
-    query = sa.select(sa.func.count()).select_from(TOOL).where(PENDING)
+    calls = sa.select(sa.func.count()).select_from(TOOL).where(PENDING).scalar_subquery()
+    messages = sa.select(sa.func.count()).select_from(MESSAGE).where(MESSAGE_PENDING)
+    query = sa.select(calls + messages.scalar_subquery())
     engine = sa.create_engine(database_url)
     started = time.monotonic()
     try:

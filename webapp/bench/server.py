@@ -297,27 +297,44 @@ class WorkerMemory:
     rss_mb: float
     # Pages only this worker uses: what another worker would add (shared pages count once).
     private_mb: float
+    # Shared pages split between the processes that share them.
+    pss_mb: float = 0.0
 
 
-def _workers(master_pid: int) -> list[Path]:
-    """/proc entries of the gunicorn workers (the children of the master)."""
-    workers = []
+def _children(master_pid: int) -> list[Path]:
+    """/proc entries of the master's children: its workers and its token pass process."""
+    children = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if _proc_fields(entry / "status").get("PPid") == str(master_pid):
-                workers.append(entry)
+                children.append(entry)
         except OSError:
             continue  # gone, or not ours to read
-    return workers
+    return children
+
+
+def _is_token_process(entry: Path) -> bool:
+    from ..token_process import MODULE
+
+    try:
+        return MODULE.encode() in (entry / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _workers(master_pid: int) -> list[Path]:
+    """/proc entries of the gunicorn workers (the children of the master but the token pass)."""
+    return [entry for entry in _children(master_pid) if not _is_token_process(entry)]
 
 
 def worker_cpu_seconds(master_pid: int) -> dict[int, float]:
     """CPU time (user + system) each worker has used so far."""
     ticks = os.sysconf("SC_CLK_TCK")
     times = {}
-    for entry in _workers(master_pid):
+    # The token pass process too: its CPU is part of what a call costs the server.
+    for entry in _children(master_pid):
         try:
             # The command name (field 2) may hold spaces; the fields after it are fixed.
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
@@ -328,16 +345,29 @@ def worker_cpu_seconds(master_pid: int) -> dict[int, float]:
 
 
 def worker_memory(master_pid: int) -> list[WorkerMemory]:
-    """Memory of each gunicorn worker, from /proc."""
-    workers = []
-    for entry in _workers(master_pid):
-        try:
-            rollup = _proc_fields(entry / "smaps_rollup")
-        except OSError:
-            continue
-        private = sum(_kb(rollup.get(k, "0 kB")) for k in ("Private_Clean", "Private_Dirty"))
-        workers.append(WorkerMemory(_kb(rollup.get("Rss", "0 kB")) / 1024, private / 1024))
-    return sorted(workers, key=lambda w: w.rss_mb)
+    """Memory of each gunicorn web worker, from /proc."""
+    return sorted(
+        (m for m in map(_memory, _workers(master_pid)) if m is not None), key=lambda w: w.rss_mb
+    )
+
+
+def token_process_memory(master_pid: int) -> list[WorkerMemory]:
+    """Memory of the server's token pass process (none when the pass is off)."""
+    entries = [e for e in _children(master_pid) if _is_token_process(e)]
+    return [m for m in map(_memory, entries) if m is not None]
+
+
+def _memory(entry: Path) -> WorkerMemory | None:
+    try:
+        rollup = _proc_fields(entry / "smaps_rollup")
+    except OSError:
+        return None
+    private = sum(_kb(rollup.get(k, "0 kB")) for k in ("Private_Clean", "Private_Dirty"))
+    return WorkerMemory(
+        _kb(rollup.get("Rss", "0 kB")) / 1024,
+        private / 1024,
+        _kb(rollup.get("Pss", "0 kB")) / 1024,
+    )
 
 
 def _proc_fields(path: Path) -> dict[str, str]:
