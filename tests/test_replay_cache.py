@@ -34,6 +34,7 @@ from hypothesis.stateful import (
 
 from webapp.db import db
 from webapp.ingest.token_pass import MESSAGES, count_pending
+from webapp.models import Conversation
 from webapp.queries import replay_cache
 from webapp.queries.conversations import find_conversation
 from webapp.queries.histories import load_history
@@ -43,7 +44,9 @@ from webapp.replay.history import History, Message, ServiceCall, ToolCall
 from webapp.tokens import STORED_COUNTER
 
 BASE = "/api/v1/conversations"
-T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+# After any real time the test runs at: rows the API stamps with the real clock (no time given)
+# are in the fake clock's past, so every expiry comes from the times the test chose.
+T0 = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
 
 
 class FakeClock:
@@ -123,7 +126,12 @@ class ReplayCacheMachine(RuleBasedStateMachine):
         self.assistants: list[str] = []
         self.calls: list[tuple[str, str]] = []  # (message id, call id) of MessageTool posts
         self.exists = False
+        # The token pass runs after each write (as a server's does, a second later): answers
+        # with rows it has not counted are not cached, so without it little would be.
+        self.auto_count = True
         self.clock.now = T0
+        # Each example starts from an empty cache (the counters run on across examples).
+        replay_cache.get_cache(self.app).clear()
         with self.outside.begin() as conn:
             conn.execute(sa.text("UPDATE project SET freshness_seconds = 300"))
 
@@ -137,6 +145,8 @@ class ReplayCacheMachine(RuleBasedStateMachine):
         and is as good a step as any."""
         response = getattr(self.client, method)(path, json=body, headers=self.key.headers)
         assert response.status_code < 500, response.get_data(as_text=True)
+        if self.auto_count:
+            self.token_pass()
 
     def new_id(self, kind: str) -> str:
         return f"{self.cid}-{kind}{next(self.ids)}"
@@ -283,6 +293,10 @@ class ReplayCacheMachine(RuleBasedStateMachine):
         self.post("/api/v1/redaction-rules", body)
 
     @rule()
+    def toggle_counting(self) -> None:
+        self.auto_count = not self.auto_count
+
+    @rule()
     def token_pass(self) -> None:
         with self.app.app_context():
             count_pending()
@@ -408,6 +422,11 @@ class ReplayCacheMachine(RuleBasedStateMachine):
 def outside(app) -> Iterator[sa.Engine]:
     """Another connection to the same database: SQL by hand, as psql or sqlite3 would send."""
     engine = sa.create_engine(app.config["DATABASE_URL"])
+    if engine.dialect.name == "sqlite":
+        # As the app's connections do (webapp.db): a deleted conversation takes its rows along.
+        sa.event.listen(
+            engine, "connect", lambda conn, _record: conn.execute("PRAGMA foreign_keys=ON")
+        )
     yield engine
     engine.dispose()
 
@@ -449,6 +468,7 @@ def _store(client, key, cid: str = "c1") -> None:
         "assistant": {
             "id": "a1",
             "content": "Done.",
+            "created_at": "2026-01-01T00:00:00.5Z",
             "rounds": [
                 {
                     "calls": [
@@ -595,3 +615,114 @@ def test_no_result_turns_stale_before_its_deadline(window: float) -> None:
         history, ReplayOptions(as_of=deadline + timedelta(seconds=1), freshness_seconds=window)
     )
     assert any(d.kind == "stale" for d in later.diagnostics)
+
+
+def _counted(app) -> None:
+    with app.app_context():
+        count_pending()
+        count_pending(kind=MESSAGES)
+        db.session.remove()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},  # the stored results are stale: their age is in the answer
+        {"freshness": "off"},  # nothing moves with the clock but as_of itself
+        {"freshness": "off", "format": "anthropic", "download": "true"},
+    ],
+)
+def test_answers_as_of_now_follow_the_clock(app, client, project_key, clock, params):
+    _store(client, project_key)
+    _counted(app)
+    url = f"{BASE}/c1/replay"
+    for step in (0, 1e-6, 1, 3600):
+        clock.now += timedelta(seconds=step)
+        want = fresh(app, project_key.project_id, "c1", params, clock.now, "download" in params)
+        for _ in range(2):
+            got = client.get(url, query_string=params, headers=project_key.headers)
+            assert (got.status_code, got.get_data()) == want
+
+
+def test_an_answer_expires_when_a_stored_time_comes(app, client, project_key, clock):
+    """A row stored with a time ahead of the clock does not exist yet; once the clock reaches
+    it, the cached answer is not used any more."""
+    future = (T0 + timedelta(seconds=10)).isoformat()
+    body = {"messages": [{"id": "later", "role": "user", "content": "Later", "created_at": future}]}
+    _store(client, project_key)
+    assert (
+        client.post(f"{BASE}/c1/messages", json=body, headers=project_key.headers).status_code
+        == 201
+    )
+    _counted(app)
+    url = f"{BASE}/c1/replay?freshness=off"
+    for moment in (T0, T0 + timedelta(seconds=9.999999), T0 + timedelta(seconds=10)):
+        clock.now = moment
+        want = fresh(app, project_key.project_id, "c1", {"freshness": "off"}, moment, False)
+        for _ in range(2):
+            assert client.get(url, headers=project_key.headers).get_data() == want[1]
+    cache = replay_cache.get_cache(app)
+    assert cache.hits >= 2
+
+
+def test_a_conversation_deleted_and_made_again_is_not_answered_from_the_cache(
+    app, client, project_key, outside
+):
+    """SQLite may give the new conversation the old one's row id, and its revision starts
+    again: the delete's trigger (replay_state) tells them apart, whoever deletes."""
+    _store(client, project_key)
+    _counted(app)
+    url = f"{BASE}/c1/replay?freshness=off&as_of=2026-02-01T00:00:00Z"
+    first = client.get(url, headers=project_key.headers).get_json()
+    assert first["stats"]["calls_total"] == 1
+    with outside.begin() as conn:
+        conn.execute(sa.text("DELETE FROM conversation WHERE external_id = 'c1'"))
+    body = {
+        "messages": [
+            {"id": "u9", "role": "user", "content": "Other", "created_at": "2026-01-01T00:00:00Z"}
+        ]
+    }
+    assert (
+        client.post(f"{BASE}/c1/messages", json=body, headers=project_key.headers).status_code
+        == 201
+    )
+    _counted(app)
+    second = client.get(url, headers=project_key.headers).get_json()
+    assert second["stats"]["calls_total"] == 0
+
+
+def test_settings_changed_by_hand_are_seen(app, client, project_key, outside):
+    """The channel's and project's windows and the conversation's fields are read by every
+    request (the record) and compared with the entry's."""
+    _store(client, project_key)
+    _counted(app)
+    url = f"{BASE}/c1/replay?as_of=2026-01-01T00:01:00Z"
+    assert client.get(url, headers=project_key.headers).get_json()["stats"]["calls_omitted"] == {}
+    with outside.begin() as conn:
+        conn.execute(sa.text("UPDATE project SET freshness_seconds = 10"))
+    doc = client.get(url, headers=project_key.headers).get_json()
+    assert doc["stats"]["calls_omitted"] == {"stale": 1}
+    with outside.begin() as conn:
+        conn.execute(sa.text("UPDATE conversation SET title = 'by hand'"))
+    assert (
+        client.get(url, headers=project_key.headers).get_json()["conversation"]["title"]
+        == "by hand"
+    )
+
+
+def test_a_deleted_conversation_put_back_row_for_row_is_not_answered_from_the_cache(
+    app, client, project_key, outside
+):
+    """The same row id, revision, times and fields, without its messages: only the delete's
+    trigger (replay_state) tells the two apart."""
+    _store(client, project_key)
+    _counted(app)
+    url = f"{BASE}/c1/replay?freshness=off&as_of=2026-02-01T00:00:00Z"
+    assert client.get(url, headers=project_key.headers).get_json()["stats"]["calls_total"] == 1
+    table = Conversation.__table__
+    with outside.begin() as conn:
+        row = dict(conn.execute(sa.select(table)).mappings().one())
+        conn.execute(sa.text("DELETE FROM conversation WHERE id = :id"), {"id": row["id"]})
+        conn.execute(sa.insert(table).values(**row))
+    doc = client.get(url, headers=project_key.headers).get_json()
+    assert doc["stats"]["calls_total"] == 0
