@@ -91,7 +91,7 @@ class Entry:
     def body(self, now: datetime) -> bytes:
         if len(self.pieces) == 1:
             return self.pieces[0]
-        return now.isoformat().encode("ascii").join(self.pieces)
+        return as_of_json(now).join(self.pieces)
 
     def holds_at(self, now: datetime) -> bool:
         if self.made_at is None:
@@ -286,7 +286,7 @@ def answer(
         return encode(document, built)
     expires = next_change(loaded.history, built.options.freshness_seconds, now)
     _put(cache, key, state, conversation, pieces, now, expires)
-    return now.isoformat().encode("ascii").join(pieces)
+    return as_of_json(now).join(pieces)
 
 
 def _put(
@@ -318,10 +318,15 @@ def _pieces(
         body = encode(document, built)
     finally:
         document["as_of"], document["stats"]["as_of"] = saved
+    # The marker as a JSON string, whole: inside a longer string a quote is escaped (\").
     pieces = tuple(body.split(b'"' + marker.encode("ascii") + b'"'))
-    if len(pieces) != 3 or body.count(marker.encode("ascii")) != 2:
-        return None
-    return (pieces[0] + b'"', b'"' + pieces[1] + b'"', b'"' + pieces[2])
+    return pieces if len(pieces) == 3 else None
+
+
+def as_of_json(now: datetime) -> bytes:
+    """``now`` as the answer spells ``as_of`` (``datetime.isoformat``, a JSON string: ASCII,
+    nothing to escape)."""
+    return b'"' + now.isoformat().encode("ascii") + b'"'
 
 
 def _floor_seconds(seconds: float) -> timedelta:
@@ -337,22 +342,20 @@ def next_change(history: History, window: float | None, now: datetime) -> dateti
     result is stale once ``as_of`` - its time > the window; before the deadline it is not). Every
     time of the history counts, whether the replay looked at it or not: an earlier deadline
     only makes the entry expire sooner. None: no such moment."""
+    moments: list[datetime] = []
+    add = moments.append
     step = _floor_seconds(window) if window is not None else None
-    soonest: datetime | None = None
-
-    def consider(moment: datetime | None) -> None:
-        nonlocal soonest
-        if moment is not None and moment > now and (soonest is None or moment < soonest):
-            soonest = moment
-
     for m in history.messages:
-        consider(m.created_at)
+        add(m.created_at)
         for c in m.tool_calls:
-            consider(c.created_at)
-            consider(c.response_created_at)
+            add(c.created_at)
+            rc = c.response_created_at
+            if rc is not None:
+                add(rc)
             if step is not None:
                 with suppress(OverflowError):  # beyond year 9999: never reached
-                    consider((c.response_created_at or c.created_at) + step)
+                    add((rc or c.created_at) + step)
         for s in m.service_calls:
-            consider(s.created_at)
-    return soonest
+            if s.created_at is not None:
+                add(s.created_at)
+    return min((t for t in moments if t > now), default=None)
