@@ -12,6 +12,7 @@ SQLite and PostgreSQL (the ``app`` fixture).
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -444,7 +445,8 @@ def test_cached_answers_are_the_answers_computed_now(app, client, project_key, c
     run_state_machine_as_test(
         ReplayCacheMachine,
         settings=settings(
-            max_examples=12,
+            # More to hunt longer: TOOLSCOPE_TEST_REPLAY_CACHE_EXAMPLES=200.
+            max_examples=int(os.environ.get("TOOLSCOPE_TEST_REPLAY_CACHE_EXAMPLES", "12")),
             stateful_step_count=15,
             deadline=None,
             # Bounded time: a failure is reported as found, not shrunk (each step is a few
