@@ -12,6 +12,7 @@ SQLite and PostgreSQL (the ``app`` fixture).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -728,3 +729,32 @@ def test_a_deleted_conversation_put_back_row_for_row_is_not_answered_from_the_ca
         conn.execute(sa.insert(table).values(**row))
     doc = client.get(url, headers=project_key.headers).get_json()
     assert doc["stats"]["calls_total"] == 0
+
+
+def test_otlp_spans_arriving_later_are_seen(app, client, project_key):
+    """The OTLP projection rewrites a conversation's turns as spans arrive: it bumps the
+    revision of every conversation it changes."""
+    from tests.otlp_support import T0 as OTLP_T0
+    from tests.otlp_support import agent_run, traces_protobuf
+
+    first = agent_run(1, rounds=3, conversation="otlp-1").spans
+    second = agent_run(2, rounds=2, conversation="otlp-1", start=OTLP_T0 + 10**12).spans
+    # Half a run (perhaps no turn yet: 404), the whole run, then a second run.
+    parts = [first[: len(first) // 2], first[len(first) // 2 :], second]
+    url = f"{BASE}/otlp-1/replay?freshness=off&as_of=2100-01-01T00:00:00Z"
+    params = {"freshness": "off", "as_of": "2100-01-01T00:00:00Z"}
+    for part in parts:
+        headers = {"Content-Type": "application/x-protobuf", **project_key.headers}
+        assert (
+            client.post("/v1/traces", data=traces_protobuf(part), headers=headers).status_code
+            == 200
+        )
+        _counted(app)
+        want = fresh(app, project_key.project_id, "otlp-1", params, T0, False)
+        for _ in range(2):
+            got = client.get(url, headers=project_key.headers)
+            assert got.status_code == want[0]
+            if want[0] == 200:
+                assert got.get_data() == want[1]
+    assert want[0] == 200 and replay_cache.get_cache(app).hits >= 2
+    assert json.loads(want[1])["stats"]["calls_total"] > 4  # both runs are in
