@@ -597,6 +597,9 @@ def test_the_next_change_is_the_next_stored_time_or_freshness_deadline() -> None
     assert replay_cache.next_change(history, None, T0 + 2 * second) is None
     # The window's deadline: the response's time + the window, rounded down to the µs.
     assert replay_cache.next_change(history, 10, T0 + 5 * second) == T0 + 12 * second
+    # A deadline equal to now: the result turns stale right after, the answer ends at once.
+    half = T0 + 2.5 * second
+    assert replay_cache.next_change(history, 0.5, half) == half
     third = replay_cache.next_change(history, 1 / 3, T0 + 2 * second)
     assert third == T0 + 2 * second + timedelta(microseconds=333333)
 
@@ -758,3 +761,21 @@ def test_otlp_spans_arriving_later_are_seen(app, client, project_key):
                 assert got.get_data() == want[1]
     assert want[0] == 200 and replay_cache.get_cache(app).hits >= 2
     assert json.loads(want[1])["stats"]["calls_total"] > 4  # both runs are in
+
+
+def test_an_answer_made_at_a_freshness_deadline_is_not_used_after_it(
+    app, client, project_key, clock
+):
+    """Made exactly when a result's age equals the window (kept), asked a microsecond later
+    (stale): found by the state machine."""
+    _store(client, project_key)
+    _counted(app)
+    params = {"freshness": "0.5", "format": "openai-responses"}
+    response_at = datetime(2026, 1, 1, 0, 0, 2, tzinfo=UTC)
+    for moment in (response_at + timedelta(seconds=0.5), response_at + timedelta(seconds=0.500001)):
+        clock.now = moment
+        want = fresh(app, project_key.project_id, "c1", params, moment, False)
+        for _ in range(2):
+            got = client.get(f"{BASE}/c1/replay", query_string=params, headers=project_key.headers)
+            assert got.get_data() == want[1]
+    assert b'"stale"' in want[1]

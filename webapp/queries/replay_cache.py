@@ -285,7 +285,8 @@ def answer(
     if pieces is None:
         return encode(document, built)
     expires = next_change(loaded.history, built.options.freshness_seconds, now)
-    _put(cache, key, state, conversation, pieces, now, expires)
+    if expires is None or expires > now:
+        _put(cache, key, state, conversation, pieces, now, expires)
     return as_of_json(now).join(pieces)
 
 
@@ -336,13 +337,15 @@ def _floor_seconds(seconds: float) -> timedelta:
 
 
 def next_change(history: History, window: float | None, now: datetime) -> datetime | None:
-    """The first moment after ``now`` at which a replay ``as_of`` the clock could decide
-    otherwise than at ``now``: the next stored time (a row created, a response, a service call;
-    the replay compares each with ``as_of`` as "created after it") or freshness deadline (a
-    result is stale once ``as_of`` - its time > the window; before the deadline it is not). Every
-    time of the history counts, whether the replay looked at it or not: an earlier deadline
-    only makes the entry expire sooner. None: no such moment."""
+    """The first moment at which a replay ``as_of`` the clock could decide otherwise than at
+    ``now`` (an entry holds for now <= clock < that moment): the next stored time after ``now``
+    (a row created, a response, a service call; the replay compares each with ``as_of`` as
+    "created after it") or the next freshness deadline from ``now`` on (a result is stale once
+    ``as_of`` - its time > the window: up to the deadline, rounded down to the microsecond, it is
+    not). Every time of the history counts, whether the replay looked at it or not: an earlier
+    deadline only makes the entry expire sooner. None: no such moment."""
     moments: list[datetime] = []
+    deadlines: list[datetime] = []
     add = moments.append
     step = _floor_seconds(window) if window is not None else None
     for m in history.messages:
@@ -354,8 +357,13 @@ def next_change(history: History, window: float | None, now: datetime) -> dateti
                 add(rc)
             if step is not None:
                 with suppress(OverflowError):  # beyond year 9999: never reached
-                    add((rc or c.created_at) + step)
+                    deadlines.append((rc or c.created_at) + step)
         for s in m.service_calls:
             if s.created_at is not None:
                 add(s.created_at)
-    return min((t for t in moments if t > now), default=None)
+    # "Created after as_of" keeps its outcome from the stored time on, so a time equal to now
+    # changes nothing later; "stale" turns true right after its deadline, so a deadline equal
+    # to now ends the answer at once (it is then not kept).
+    later = [t for t in moments if t > now]
+    later += [d for d in deadlines if d >= now]
+    return min(later, default=None)
