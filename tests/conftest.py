@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from shared_setup import worker_id
 from sqlalchemy import event
 from werkzeug.serving import make_server
+from werkzeug.wsgi import ClosingIterator
 
 from webapp import create_app
 from webapp.auth import create_key, get_or_create_project
@@ -241,10 +242,44 @@ def sqlite_writer(app) -> Iterator[sa.Connection]:
         db.session.remove()
 
 
+class _InFlight:
+    """WSGI middleware counting the requests being served, so that teardown can wait for the
+    last one: a request a browser left running when its test ended still holds a pooled
+    database connection, and if the `app` fixture disposes the engine first, that connection
+    is never closed (a ResourceWarning, an error in whichever test is running when it is
+    collected)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.count = 0
+        self.idle = threading.Condition()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        with self.idle:
+            self.count += 1
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            self._done()
+            raise
+        # The server closes the body when the response is sent or the client went away.
+        return ClosingIterator(body, [self._done])
+
+    def _done(self) -> None:
+        with self.idle:
+            self.count -= 1
+            self.idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self.idle:
+            return self.idle.wait_for(lambda: self.count == 0, timeout)
+
+
 @pytest.fixture
 def live_server(app) -> Iterator[str]:
     """The app served over real HTTP on a free loopback port (threaded WSGI server)."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    served = _InFlight(app)
+    server = make_server("127.0.0.1", 0, served, threaded=True)
     # shutdown() waits for the serve loop to notice: with the default 0.5 s poll that was up to
     # half a second of teardown for each of the ~150 tests that use this fixture.
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -254,3 +289,5 @@ def live_server(app) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(timeout=5)
+        served.wait_idle(timeout=10)
+        server.server_close()
