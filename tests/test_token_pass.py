@@ -400,7 +400,7 @@ def test_arrivals_measure_the_rate_over_a_window_and_date_rows_by_their_ids():
     arrivals.add(101.2, (1000, 20))
     # From the newest sample at least a second old (100.0), not from the previous one.
     assert arrivals.rate() == pytest.approx((1000 + 20) / 1.2)
-    assert arrivals.overdue() == (0, 0)  # the first sample: rows before it count as overdue
+    assert arrivals.overdue() == (0, 0)  # no sample is 10 s old: nothing is overdue yet
     arrivals.add(110.9, (5000, 30))
     assert arrivals.overdue() == (400, 10)  # the newest sample at least 10 s old
     arrivals.add(111.2, (5000, 30))
@@ -426,3 +426,25 @@ def test_the_max_lag_setting_reaches_the_pass(app):
     )
     app.config["TOKEN_PASS_MAX_LAG_SECONDS"] = 7.5
     assert TokenPass.for_app(app).max_lag_seconds == 7.5
+
+
+def test_a_pass_started_during_a_burst_dates_the_rows_it_finds_from_its_start(
+    app, client, project_key, tmp_path
+):
+    """Rows stored before the pass started are of unknown age. Its first round cannot know a
+    rate yet and counts a batch; what it finds after that, in a burst, waits until max_lag
+    after the pass's start (a server started, or a pass restarted, in the middle of a burst)."""
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0, batch_rows=10)
+    for t in range(3):
+        post_second(client, project_key, t)  # before the pass's first round
+    assert step_at(app, token_pass, clock, 100)  # a full batch: more may be pending
+    assert counted_messages(app) == ["s0"]
+    for t in range(101, 110):
+        post_second(client, project_key, t)
+        assert not step_at(app, token_pass, clock, t)
+        assert counted_messages(app) == ["s0"], t
+    post_second(client, project_key, 110)
+    while step_at(app, token_pass, clock, 110):
+        pass
+    assert counted_messages(app) == ["s0", "s1", "s2"]  # known at 100, now 10 s ago

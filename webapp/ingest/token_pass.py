@@ -244,8 +244,10 @@ class Arrivals:
 
     A row with an id above a sample's was not stored yet when the sample was taken, and one at
     or below it was: the samples date the rows to within a round, without a timestamp column.
-    The oldest sample kept is the newest one at least `max_lag` old (or the first, taken when
-    the pass started: rows stored before it are of unknown age and count as overdue)."""
+    The oldest sample kept is the newest one at least `max_lag` old, or the first. Rows stored
+    before the first sample (before this pass started) are of unknown age: they count as stored
+    at that sample, so a pass started in the middle of a burst (a server starting under load, a
+    restart after a crash) yields too, and counts them `max_lag` after it started."""
 
     def __init__(self, max_lag: float, window: float = BURST_WINDOW_SECONDS):
         self.max_lag = max_lag
@@ -271,9 +273,11 @@ class Arrivals:
         return sum(n - b for n, b in zip(newest, before, strict=True)) / (now - start)
 
     def overdue(self) -> tuple[int, ...]:
-        """Per kind, the id at or below which every row has waited `max_lag` (or predates the
-        first sample)."""
-        return self._samples[0][1]
+        """Per kind, the id at or below which every row has waited `max_lag` (0: none has)."""
+        then, ids = self._samples[0]
+        if then > self._samples[-1][0] - self.max_lag:
+            return (0,) * len(ids)
+        return ids
 
 
 @dataclass
