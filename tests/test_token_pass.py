@@ -369,6 +369,7 @@ def test_the_full_scan_waits_for_the_end_of_a_burst_but_no_longer_than_the_bound
     clock = FakeClock()
     token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0, full_scan_seconds=20.0)
     post_tools(client, project_key, "late", [tool_item(0, 0)])  # no response yet
+    step_at(app, token_pass, clock, -1)  # the first round only samples
     step_at(app, token_pass, clock, 0)
     assert pending(app) == 0
     for t in range(1, 31):
@@ -428,23 +429,35 @@ def test_the_max_lag_setting_reaches_the_pass(app):
     assert TokenPass.for_app(app).max_lag_seconds == 7.5
 
 
-def test_a_pass_started_during_a_burst_dates_the_rows_it_finds_from_its_start(
+def test_a_pass_started_during_a_burst_counts_nothing_until_it_knows_and_dates_old_rows(
     app, client, project_key, tmp_path
 ):
-    """Rows stored before the pass started are of unknown age. Its first round cannot know a
-    rate yet and counts a batch; what it finds after that, in a burst, waits until max_lag
-    after the pass's start (a server started, or a pass restarted, in the middle of a burst)."""
+    """Rows stored before the pass started are of unknown age. Its first round only samples
+    (no tokenizer loaded, no write lock taken before it knows the rate); in a burst, rows found
+    at its start wait until max_lag after it (a server started, or a pass restarted, in the
+    middle of a burst), and without a burst they are counted at the second round."""
     clock = FakeClock()
-    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0, batch_rows=10)
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0)
     for t in range(3):
         post_second(client, project_key, t)  # before the pass's first round
-    assert step_at(app, token_pass, clock, 100)  # a full batch: more may be pending
-    assert counted_messages(app) == ["s0"]
+    assert not step_at(app, token_pass, clock, 100)
+    assert counted_messages(app) == []
     for t in range(101, 110):
         post_second(client, project_key, t)
         assert not step_at(app, token_pass, clock, t)
-        assert counted_messages(app) == ["s0"], t
+        assert counted_messages(app) == [], t
     post_second(client, project_key, 110)
-    while step_at(app, token_pass, clock, 110):
-        pass
+    step_at(app, token_pass, clock, 110)
     assert counted_messages(app) == ["s0", "s1", "s2"]  # known at 100, now 10 s ago
+    step_at(app, token_pass, clock, 115)  # the burst is over
+    assert pending(app) == 0
+
+
+def test_without_a_burst_a_new_pass_counts_at_its_second_round(app, client, project_key, tmp_path):
+    post_many(client, project_key, 2)
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock)
+    step_at(app, token_pass, clock, 0)
+    assert pending(app) == 20
+    step_at(app, token_pass, clock, 1)
+    assert pending(app) == 0

@@ -260,6 +260,10 @@ class Arrivals:
         while len(samples) > 1 and samples[1][0] <= now - self.max_lag:
             samples.popleft()
 
+    def measured(self) -> bool:
+        """Whether there are two samples to measure a rate from."""
+        return len(self._samples) > 1
+
     def rate(self) -> float:
         """Rows stored per second over the last `window` seconds (or since the first sample)."""
         now, newest = self._samples[-1]
@@ -357,6 +361,10 @@ class TokenPass:
         now = self.clock()
         newest = newest_ids()
         self._arrivals.add(now, newest)
+        if self.max_lag_seconds > 0 and not self._arrivals.measured():
+            # A server starting in the middle of a burst: load no tokenizer, take no write
+            # lock, before a second sample tells whether rows are pouring in.
+            return False
         burst = self.max_lag_seconds > 0 and self._arrivals.rate() >= self.burst_rows_per_second
         due = self._full_scan_due
         if due is None or (now >= due and (not burst or now - due >= self.max_lag_seconds)):
