@@ -382,3 +382,46 @@ def test_the_api_and_the_twin_list_the_same_calls_in_constant_queries(
     api_ids = [c["id"] for c in client.get(url, headers=project_key.headers).get_json()["data"]]
     twin = dashboard.get("/calls.json?q=timeout&sort=duration").get_json()["data"]
     assert api_ids == [c["id"] for c in twin]
+
+
+def test_durations_are_exact_so_ties_sort_by_id_and_bounds_are_inclusive(
+    app, dashboard, project_key
+):
+    """On SQLite a duration once came from two julianday() doubles: a 30,000 ms call read as
+    29,999.99997 or 30,000.00003 depending on the instant it started, so `min_ms=30000` could
+    drop it and two 30 s calls sorted by noise. Start instants here carry microseconds, some
+    just below a whole second (where rounding to the millisecond carries into the seconds)."""
+    durations = [30_000, 30_000, 30_000, 0.544, 999.999, 1_000, 86_400_000, 0.001]
+    starts = [
+        datetime(2026, 11, 24, 1, 2, 3, 999_600, tzinfo=UTC),
+        datetime(2025, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 6, 30, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2024, 2, 29, 12, 0, 0, 500_000, tzinfo=UTC),
+    ]
+    expected: dict[int, float] = {}
+    with data(app):
+        conv = f.conversation(project_key.project_id, "timing")
+        for n, (duration, at) in enumerate(
+            (d, starts[(i + j) % len(starts)])
+            for i, d in enumerate(durations)
+            for j in range(2)
+        ):
+            msg = f.message(conv, f"m{n}", "assistant", None, at=at)
+            (call,) = f.calls(
+                msg,
+                0,
+                [f.Call("t", {"n": n}, "ok", started_ms=0, duration_ms=duration)],
+                at=at,
+            )
+            expected[call.id] = (call.ended_at - call.started_at) / timedelta(milliseconds=1)
+    rows = listing(dashboard, sort="duration", order="desc", limit=200)["data"]
+    got = {row["id"]: row["duration_ms"] for row in rows}
+    assert got == pytest.approx(expected, abs=1e-9)
+    # Equal durations are equal numbers, so the sort breaks their tie by id, newest first.
+    order = [(-got[i], -i) for i in (row["id"] for row in rows)]
+    assert order == sorted(order)
+    exact = listing(dashboard, min_ms=30_000, max_ms=30_000, limit=200)["data"]
+    assert sorted(row["id"] for row in exact) == sorted(
+        i for i, ms in expected.items() if ms == 30_000
+    )
+    assert len(exact) == 6

@@ -67,10 +67,21 @@ def dialect_name() -> str:
 
 
 def duration_ms(start: Any, end: Any) -> ColumnElement[float]:
-    """Milliseconds from ``start`` to ``end`` (NULL when either is NULL)."""
+    """Milliseconds from ``start`` to ``end`` (NULL when either is NULL), exact to the
+    microsecond on both databases: two calls of the same duration compare equal, so a sort
+    breaks their tie by id and a ``min_ms`` filter keeps a call of exactly that duration."""
     if dialect_name() == "sqlite":
-        # SQLite keeps timestamps as text; julianday() parses them (resolution ~50 µs).
-        return (func.julianday(end) - func.julianday(start)) * literal(MS_PER_DAY)
+        # SQLite keeps timestamps as text, 'YYYY-MM-DD HH:MM:SS.ffffff'. julianday() of the
+        # whole text rounds each to the millisecond and subtracts two ~2.46e6-day doubles: a
+        # 30,000 ms call came out as 29,999.99997 or 30,000.00003 depending on when it ran.
+        # So: whole seconds of the text without its fraction (rounded: the doubles' error is
+        # ~1e-5 s), plus the difference of the microsecond digits. ~0.6 µs a row, portable.
+        seconds = func.round(
+            (func.julianday(func.substr(end, 1, 19)) - func.julianday(func.substr(start, 1, 19)))
+            * literal(86_400.0)
+        )
+        micros = cast(func.substr(end, 21, 6), Integer) - cast(func.substr(start, 21, 6), Integer)
+        return seconds * literal(1000.0) + micros / literal(1000.0)
     return cast(func.extract("epoch", end - start), Float) * literal(1000.0)
 
 
