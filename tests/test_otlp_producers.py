@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_setup import one_at_a_time
 
 from tests.otlp_agents.fake_openai import FINAL_TEXT, USAGE_FIRST, USAGE_SECOND, FakeOpenAI
 from tests.otlp_agents.tools import SYSTEM_PROMPT, USER_PROMPT, get_time, get_weather
@@ -53,21 +54,22 @@ def agents_python() -> Path:
     python = home / "bin" / "python"
     stamp = home / "requirements.sha256"
     wanted = _stamp(REQUIREMENTS)
-    if not (python.exists() and stamp.exists() and stamp.read_text() == wanted):
-        shutil.rmtree(home, ignore_errors=True)
-        build = subprocess.run(
-            [sys.executable, "-m", "venv", str(home)], capture_output=True, text=True
-        )
-        if build.returncode == 0:
+    with one_at_a_time(home):  # the other xdist worker may be building it
+        if not (python.exists() and stamp.exists() and stamp.read_text() == wanted):
+            shutil.rmtree(home, ignore_errors=True)
             build = subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
-                capture_output=True,
-                text=True,
-                timeout=900,
+                [sys.executable, "-m", "venv", str(home)], capture_output=True, text=True
             )
-        if build.returncode != 0:
-            _unavailable(f"cannot install the OTLP producers: {build.stderr[-2000:]}")
-        stamp.write_text(wanted)
+            if build.returncode == 0:
+                build = subprocess.run(
+                    [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                )
+            if build.returncode != 0:
+                _unavailable(f"cannot install the OTLP producers: {build.stderr[-2000:]}")
+            stamp.write_text(wanted)
     return python
 
 
@@ -79,17 +81,18 @@ def node_agent() -> Path:
         _unavailable("node and npm are needed for the Node producer")
     stamp = NODE / "node_modules" / ".toolscope-lock.sha256"
     wanted = _stamp(NODE / "package-lock.json")
-    if not (stamp.exists() and stamp.read_text() == wanted):
-        build = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if build.returncode != 0:
-            _unavailable(f"cannot install the Node producer: {build.stderr[-2000:]}")
-        stamp.write_text(wanted)
+    with one_at_a_time(NODE / "node_modules"):  # the other xdist worker may be building it
+        if not (stamp.exists() and stamp.read_text() == wanted):
+            build = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=NODE,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if build.returncode != 0:
+                _unavailable(f"cannot install the Node producer: {build.stderr[-2000:]}")
+            stamp.write_text(wanted)
     return NODE / "agent.js"
 
 

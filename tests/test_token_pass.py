@@ -18,6 +18,7 @@ from webapp.db import db
 from webapp.ingest.token_pass import (
     _SET_COUNTS,
     MESSAGES,
+    Arrivals,
     TokenPass,
     count_batch,
     count_pending,
@@ -25,6 +26,7 @@ from webapp.ingest.token_pass import (
     pending_rows,
 )
 from webapp.replay.jsonfast import dumps
+from webapp.settings import load
 from webapp.tokens import estimate
 
 TOOLS_URL = "/api/v1/messages/tools"
@@ -245,3 +247,217 @@ def test_a_message_whose_content_changed_while_counted_keeps_no_stale_count(
         None,
         estimate("Another question?").tokens,
     )
+
+
+# -- yielding to a burst of writes ------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def paced_pass(tmp_path, clock: FakeClock, **overrides) -> TokenPass:
+    """A pass whose rounds the test runs itself, at the times it sets: 5 rows a second or more
+    is a burst here, and 30 s the bound on the lag."""
+    settings = {"max_lag_seconds": 30.0, "burst_rows_per_second": 5.0, **overrides}
+    return TokenPass(1.0, str(tmp_path / "pass.lock"), clock=clock, **settings)
+
+
+def step_at(app, token_pass: TokenPass, clock: FakeClock, now: float) -> bool:
+    clock.now = now
+    with app.app_context():
+        more = token_pass.step()
+        db.session.remove()
+    return more
+
+
+def counted_messages(app) -> list[str]:
+    """The messages whose calls were counted, in order; a message's calls are all or none."""
+    rows = raw_rows(
+        app,
+        "SELECT m.external_id, count(t.arguments_tokens), count(*) FROM tool_invocation t "
+        "JOIN message m ON m.id = t.message_id GROUP BY m.external_id ORDER BY min(t.id)",
+    )
+    assert all(counted in (0, calls) for _, counted, calls in rows), rows
+    return [external_id for external_id, counted, _ in rows if counted]
+
+
+def post_second(client, key, t: int) -> None:
+    """The burst's writes of second `t`: one message of 10 calls (11 rows a second)."""
+    post_tools(client, key, f"s{t}", [tool_item(0, c, response=f"r{t}.{c}") for c in range(10)])
+
+
+def test_a_burst_defers_the_pass_until_rows_have_waited_the_max_lag_then_it_catches_up(
+    app, client, project_key, tmp_path
+):
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock)
+    step_at(app, token_pass, clock, 0)  # an empty database
+    for t in range(1, 31):
+        post_second(client, project_key, t)
+        assert not step_at(app, token_pass, clock, t)
+        assert token_pass.yielding
+        assert pending(app) == 10 * t  # nothing counted while the burst is young
+    # Second 31: the rows of second 1 have waited 30 s; they are counted, and only they.
+    post_second(client, project_key, 31)
+    step_at(app, token_pass, clock, 31)
+    assert counted_messages(app) == ["s1"]
+    post_second(client, project_key, 32)
+    step_at(app, token_pass, clock, 32)
+    assert counted_messages(app) == ["s1", "s2"]
+    assert token_pass.yielding and pending(app) == 300
+    # The burst is over (nothing stored in the last second): everything is counted, once.
+    step_at(app, token_pass, clock, 33)
+    assert not token_pass.yielding
+    assert pending(app) == 0
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_the_lag_bound_forces_progress_in_batches_while_the_burst_goes_on(
+    app, client, project_key, tmp_path
+):
+    """Rows overdue by more than a batch: counted a batch per round, each round asking for the
+    next at once, while the newer rows keep waiting."""
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=5.0, batch_rows=4)
+    step_at(app, token_pass, clock, 0)
+    for t in range(1, 6):
+        post_second(client, project_key, t)
+        assert not step_at(app, token_pass, clock, t)
+        assert pending(app) == 10 * t
+    post_second(client, project_key, 6)  # at 6 the 10 calls of second 1 are overdue
+    assert step_at(app, token_pass, clock, 6)
+    assert pending(app) == 60 - 4
+    assert step_at(app, token_pass, clock, 6)
+    assert pending(app) == 60 - 8
+    assert not step_at(app, token_pass, clock, 6)
+    assert pending(app) == 50
+    assert counted_messages(app) == ["s1"]
+
+
+def test_without_a_lag_bound_the_pass_counts_at_once_whatever_the_load(
+    app, client, project_key, tmp_path
+):
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=0.0)
+    step_at(app, token_pass, clock, 0)
+    for t in range(1, 6):
+        post_second(client, project_key, t)
+        step_at(app, token_pass, clock, t)
+        assert pending(app) == 0 and not token_pass.yielding
+
+
+def test_a_slow_trickle_is_counted_at_once(app, client, project_key, tmp_path):
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock)
+    step_at(app, token_pass, clock, 0)
+    for t in range(1, 4):
+        post_second(client, project_key, t * 10)  # 11 rows every 10 s: 1.1 a second
+        step_at(app, token_pass, clock, t * 10)
+        assert pending(app) == 0
+
+
+def test_the_full_scan_waits_for_the_end_of_a_burst_but_no_longer_than_the_bound(
+    app, client, project_key, tmp_path
+):
+    """A response that comes after its call was counted makes the row pending below where the
+    pass stands: only the full scan finds it. Due at 20 s, in a burst it waits until 30."""
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0, full_scan_seconds=20.0)
+    post_tools(client, project_key, "late", [tool_item(0, 0)])  # no response yet
+    step_at(app, token_pass, clock, -1)  # the first round only samples
+    step_at(app, token_pass, clock, 0)
+    assert pending(app) == 0
+    for t in range(1, 31):
+        post_second(client, project_key, t)
+        if t == 5:
+            post_tools(client, project_key, "late", [tool_item(0, 0, response="it rains")])
+        step_at(app, token_pass, clock, t)
+        ((late_pending,),) = raw_rows(
+            app,
+            "SELECT count(*) FROM tool_invocation JOIN message ON message.id = message_id "
+            "WHERE external_id = 'late' AND response_tokens IS NULL AND response IS NOT NULL",
+        )
+        assert late_pending == (5 <= t < 30), t
+    # Meanwhile the lag bound kept the burst's own rows within 10 s of being counted.
+    assert counted_messages(app) == ["late", *(f"s{t}" for t in range(1, 21))]
+    step_at(app, token_pass, clock, 32)
+    assert pending(app) == 0
+    assert stored_counts(app) == expected_counts(app)
+
+
+def test_arrivals_measure_the_rate_over_a_window_and_date_rows_by_their_ids():
+    arrivals = Arrivals(max_lag=10.0, window=1.0)
+    arrivals.add(100.0, (0, 0))
+    assert arrivals.rate() == 0.0  # one sample: no rate yet
+    assert arrivals.overdue() == (0, 0)
+    arrivals.add(100.5, (400, 10))
+    assert arrivals.rate() == 820.0  # since the first sample, the window not yet full
+    arrivals.add(101.0, (900, 20))
+    arrivals.add(101.2, (1000, 20))
+    # From the newest sample at least a second old (100.0), not from the previous one.
+    assert arrivals.rate() == pytest.approx((1000 + 20) / 1.2)
+    assert arrivals.overdue() == (0, 0)  # no sample is 10 s old: nothing is overdue yet
+    arrivals.add(110.9, (5000, 30))
+    assert arrivals.overdue() == (400, 10)  # the newest sample at least 10 s old
+    arrivals.add(111.2, (5000, 30))
+    assert arrivals.overdue() == (1000, 20)
+    # No sample between 101.2 and 110.9: the rate is the average since 101.2.
+    assert arrivals.rate() == pytest.approx((4000 + 10) / 10)
+    arrivals.add(112.3, (5000, 30))
+    assert arrivals.rate() == 0.0
+
+
+def test_count_batch_counts_nothing_above_its_bound(app, client, project_key):
+    post_many(client, project_key, 1, calls=5)
+    first = stored_counts(app)[0][0]
+    with app.app_context():
+        assert count_batch(0, 500, upto=first + 1) == (2, first + 1)
+    assert pending(app) == 3
+
+
+def test_the_max_lag_setting_reaches_the_pass(app):
+    assert load({})["TOKEN_PASS_MAX_LAG_SECONDS"] == 30.0
+    assert (
+        load({"TOOLSCOPE_TOKEN_PASS_MAX_LAG_SECONDS": "7.5"})["TOKEN_PASS_MAX_LAG_SECONDS"] == 7.5
+    )
+    app.config["TOKEN_PASS_MAX_LAG_SECONDS"] = 7.5
+    assert TokenPass.for_app(app).max_lag_seconds == 7.5
+
+
+def test_a_pass_started_during_a_burst_counts_nothing_until_it_knows_and_dates_old_rows(
+    app, client, project_key, tmp_path
+):
+    """Rows stored before the pass started are of unknown age. Its first round only samples
+    (no tokenizer loaded, no write lock taken before it knows the rate); in a burst, rows found
+    at its start wait until max_lag after it (a server started, or a pass restarted, in the
+    middle of a burst), and without a burst they are counted at the second round."""
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock, max_lag_seconds=10.0)
+    for t in range(3):
+        post_second(client, project_key, t)  # before the pass's first round
+    assert not step_at(app, token_pass, clock, 100)
+    assert counted_messages(app) == []
+    for t in range(101, 110):
+        post_second(client, project_key, t)
+        assert not step_at(app, token_pass, clock, t)
+        assert counted_messages(app) == [], t
+    post_second(client, project_key, 110)
+    step_at(app, token_pass, clock, 110)
+    assert counted_messages(app) == ["s0", "s1", "s2"]  # known at 100, now 10 s ago
+    step_at(app, token_pass, clock, 115)  # the burst is over
+    assert pending(app) == 0
+
+
+def test_without_a_burst_a_new_pass_counts_at_its_second_round(app, client, project_key, tmp_path):
+    post_many(client, project_key, 2)
+    clock = FakeClock()
+    token_pass = paced_pass(tmp_path, clock)
+    step_at(app, token_pass, clock, 0)
+    assert pending(app) == 20
+    step_at(app, token_pass, clock, 1)
+    assert pending(app) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,20 @@ API_SECURITY = {"bearer": {"type": "http", "scheme": "bearer"}}
 def _secret_key(instance_path: str) -> str:
     """A random key kept in the instance folder, so sessions survive restarts."""
     path = Path(instance_path) / "secret_key"
-    if path.exists():
-        return path.read_text().strip()
-    key = secrets.token_hex(32)
-    path.write_text(key)
-    path.chmod(0o600)
-    return key
+    if not path.exists():
+        # Written whole under another name, then linked into place: processes starting at once
+        # (gunicorn workers without preload, parallel test workers) all read the one key that
+        # won, never a half-written file or a key another process replaced.
+        draft = path.with_name(f".secret_key.{os.getpid()}.{secrets.token_hex(4)}")
+        draft.write_text(secrets.token_hex(32))
+        draft.chmod(0o600)
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
 
 
 def create_app(test_config: dict[str, Any] | None = None, *, routes: bool = True) -> OpenAPI:

@@ -42,7 +42,7 @@ def serve_command(host: str, port: int, debug: bool) -> None:
     if interval > 0 and (not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true"):
         from .ingest.token_pass import TokenPass
 
-        token_pass = TokenPass.for_database(app.config["DATABASE_URL"], interval)
+        token_pass = TokenPass.for_app(app)
         token_pass.start(app)
     click.echo(f"Toolscope on http://{host}:{port}/")
     try:

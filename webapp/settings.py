@@ -186,6 +186,15 @@ SETTINGS: tuple[Setting, ...] = (
         "(writes leave them to this pass); 0 turns it off, then run `toolscope tokens count`.",
         float,
     ),
+    Setting(
+        "TOKEN_PASS_MAX_LAG_SECONDS",
+        30.0,
+        "While tool calls and messages are stored faster than 1,000 a second, the token pass "
+        "leaves the CPU and the database's write lock to the writes and counts only the rows "
+        "stored this many seconds ago or earlier, then catches up when the burst ends; 0 "
+        "counts at once whatever the load.",
+        float,
+    ),
 )
 
 

@@ -137,7 +137,7 @@ def main() -> int:
     # No API, no pages: the pass needs only the database (~11 MB less).
     config = {"DATABASE_URL": database_url, "TOKEN_PASS_SECONDS": interval}
     app = create_app(config, routes=False)
-    token_pass = TokenPass.for_database(database_url, interval)
+    token_pass = TokenPass.for_app(app)  # with the settings of the environment
     token_pass.start(app)
     while not stopping and (not parent or os.getppid() == parent):
         time.sleep(PARENT_CHECK_SECONDS)  # so a signal stops it within this time

@@ -30,6 +30,15 @@ thread. Both run at the lowest CPU priority, and a file lock per database lets o
 machine do the work while another waits to take over. It follows the newest rows
 every TOKEN_PASS_SECONDS and goes over the whole table again every FULL_SCAN_SECONDS (rows
 whose response came later, ids committed out of order on PostgreSQL, a previous crash).
+
+During a burst of writes the pass yields (`Arrivals`). Its CPU (tokenizing is ~30% of what a
+call costs the server) and, on SQLite, its write transactions (the one write lock the web
+workers queue for) would otherwise come out of the burst's throughput. Each round it reads the
+newest id of each table (the end of the primary key index, nearly free); while rows arrive
+faster than BURST_ROWS_PER_SECOND it counts only the rows that have waited
+TOKEN_PASS_MAX_LAG_SECONDS, so counts lag by at most about that (plus a round) as long as the
+pass can count as fast as rows arrive, and the rest is counted when the burst ends. The full
+scan waits for the end of a burst too, but not longer than the same bound.
 """
 
 from __future__ import annotations
@@ -42,13 +51,14 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
-from sqlalchemy import Integer, String, and_, bindparam, func, or_, select, update
+from sqlalchemy import BigInteger, Integer, String, and_, bindparam, func, or_, select, update
 
-from ..db import begin_write, db
+from ..db import MAX_BIGINT, begin_write, db
 from ..sql import MESSAGE, TOOL
 from .values import compact_json, count_tokens
 
@@ -56,6 +66,16 @@ log = logging.getLogger(__name__)
 
 BATCH_ROWS = 500
 FULL_SCAN_SECONDS = 60.0
+# Rows (calls and messages) stored per second above which the pass yields to the writes. One
+# agent stores a few calls a second; a fleet replaying its backlog, or the bench, thousands.
+BURST_ROWS_PER_SECOND = 1000.0
+# The arrival rate is measured over at least this long (the pass samples once a round).
+BURST_WINDOW_SECONDS = 1.0
+# The default of TOOLSCOPE_TOKEN_PASS_MAX_LAG_SECONDS (webapp.settings).
+MAX_LAG_SECONDS = 30.0
+
+# The last id a read may return: unbounded unless a caller says otherwise.
+_UPTO = bindparam("upto", MAX_BIGINT, type_=BigInteger)
 
 PENDING = or_(
     and_(TOOL.c.arguments.is_not(None), TOOL.c.arguments_tokens.is_(None)),
@@ -72,7 +92,7 @@ _PENDING_ROWS = (
         MESSAGE.c.model,
     )
     .join(MESSAGE, MESSAGE.c.id == TOOL.c.message_id)
-    .where(TOOL.c.id > bindparam("after"), PENDING)
+    .where(TOOL.c.id > bindparam("after"), TOOL.c.id <= _UPTO, PENDING)
     .order_by(TOOL.c.id)
     .limit(bindparam("limit"))
 )
@@ -98,7 +118,7 @@ MESSAGE_PENDING = and_(
 
 _PENDING_MESSAGES = (
     select(MESSAGE.c.id, MESSAGE.c.content, MESSAGE.c.model)
-    .where(MESSAGE.c.id > bindparam("after"), MESSAGE_PENDING)
+    .where(MESSAGE.c.id > bindparam("after"), MESSAGE.c.id <= _UPTO, MESSAGE_PENDING)
     .order_by(MESSAGE.c.id)
     .limit(bindparam("limit"))
 )
@@ -156,21 +176,25 @@ class _Kind:
     rows: Any
     params: Callable[[Any], dict[str, Any]]
     store: Any
+    id: Any  # the table's id column
 
 
-CALLS = _Kind(_PENDING_ROWS, _params, _SET_COUNTS)
-MESSAGES = _Kind(_PENDING_MESSAGES, _message_params, _SET_CONTENT_TOKENS)
+CALLS = _Kind(_PENDING_ROWS, _params, _SET_COUNTS, TOOL.c.id)
+MESSAGES = _Kind(_PENDING_MESSAGES, _message_params, _SET_CONTENT_TOKENS, MESSAGE.c.id)
 KINDS = (CALLS, MESSAGES)
+
+_NEWEST_IDS = select(*(select(func.max(kind.id)).scalar_subquery() for kind in KINDS))
 
 
 def count_batch(
-    after: int = 0, limit: int = BATCH_ROWS, kind: _Kind = CALLS
+    after: int = 0, limit: int = BATCH_ROWS, kind: _Kind = CALLS, upto: int = MAX_BIGINT
 ) -> tuple[int, int | None]:
-    """Count the first `limit` pending rows (tool calls, or messages) with an id above `after`.
+    """Count the first `limit` pending rows (tool calls, or messages) with an id above `after`
+    and at most `upto`.
 
     Tokenizes outside any transaction, then writes the counts in one short write transaction.
     Returns (rows counted, last id seen or None when there was nothing to count)."""
-    rows = db.session.execute(kind.rows, {"after": after, "limit": limit}).all()
+    rows = db.session.execute(kind.rows, {"after": after, "limit": limit, "upto": upto}).all()
     db.session.commit()  # the read ends before tokenizing: no snapshot held, no lock taken
     if not rows:
         return 0, None
@@ -196,6 +220,13 @@ def count_pending(limit: int = BATCH_ROWS, kind: _Kind = CALLS) -> int:
         after = last
 
 
+def newest_ids() -> tuple[int, ...]:
+    """The largest id of each kind's table (0 when empty): the end of each primary key."""
+    ids = db.session.execute(_NEWEST_IDS).one()
+    db.session.commit()
+    return tuple(i or 0 for i in ids)
+
+
 def pending_rows() -> int:
     """How many tool calls wait for the pass (for the CLI and the tests)."""
     return db.session.execute(select(func.count()).select_from(TOOL).where(PENDING)).scalar_one()
@@ -207,25 +238,97 @@ def pending_messages() -> int:
     return db.session.execute(query).scalar_one()
 
 
+class Arrivals:
+    """The newest id of each kind, sampled once a round: how fast rows arrive, and up to which
+    ids rows have waited `max_lag` seconds.
+
+    A row with an id above a sample's was not stored yet when the sample was taken, and one at
+    or below it was: the samples date the rows to within a round, without a timestamp column.
+    The oldest sample kept is the newest one at least `max_lag` old, or the first. Rows stored
+    before the first sample (before this pass started) are of unknown age: they count as stored
+    at that sample, so a pass started in the middle of a burst (a server starting under load, a
+    restart after a crash) yields too, and counts them `max_lag` after it started."""
+
+    def __init__(self, max_lag: float, window: float = BURST_WINDOW_SECONDS):
+        self.max_lag = max_lag
+        self.window = window
+        self._samples: deque[tuple[float, tuple[int, ...]]] = deque()
+
+    def add(self, now: float, newest: tuple[int, ...]) -> None:
+        samples = self._samples
+        samples.append((now, newest))
+        while len(samples) > 1 and samples[1][0] <= now - self.max_lag:
+            samples.popleft()
+
+    def measured(self) -> bool:
+        """Whether there are two samples to measure a rate from."""
+        return len(self._samples) > 1
+
+    def rate(self) -> float:
+        """Rows stored per second over the last `window` seconds (or since the first sample)."""
+        now, newest = self._samples[-1]
+        start, before = self._samples[0]
+        for then, ids in reversed(self._samples):
+            if then <= now - self.window:
+                start, before = then, ids
+                break
+        if now <= start:
+            return 0.0
+        return sum(n - b for n, b in zip(newest, before, strict=True)) / (now - start)
+
+    def overdue(self) -> tuple[int, ...]:
+        """Per kind, the id at or below which every row has waited `max_lag` (0: none has)."""
+        then, ids = self._samples[0]
+        if then > self._samples[-1][0] - self.max_lag:
+            return (0,) * len(ids)
+        return ids
+
+
 @dataclass
 class TokenPass:
     """The pass as a daemon thread: `start(app)`, `stop()` (in `toolscope serve`, and in the
-    token pass process that gunicorn's master starts, `webapp.token_process`)."""
+    token pass process that gunicorn's master starts, `webapp.token_process`). `step()` is one
+    round, in an app context (the thread's loop; the tests call it with a fake `clock`).
+
+    `max_lag_seconds` 0 never yields to a burst: every round counts all that is pending."""
 
     interval: float
     lock_path: str
     full_scan_seconds: float = FULL_SCAN_SECONDS
     batch_rows: int = BATCH_ROWS
+    max_lag_seconds: float = MAX_LAG_SECONDS
+    burst_rows_per_second: float = BURST_ROWS_PER_SECOND
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock_file: IO[bytes] | None = None
+        self._arrivals = Arrivals(self.max_lag_seconds)
+        # Where each kind's following of the newest rows stands: every pending row at or below
+        # it was counted (rows that became pending again later wait for the full scan).
+        self._after = [0] * len(KINDS)
+        # None: the first round of a new pass is a full scan (crash recovery).
+        self._full_scan_due: float | None = None
+        self.yielding = False  # the last round left rows pending because of a burst
 
     @classmethod
-    def for_database(cls, database_url: str, interval: float) -> TokenPass:
+    def for_database(
+        cls, database_url: str, interval: float, max_lag_seconds: float = MAX_LAG_SECONDS
+    ) -> TokenPass:
         digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-        return cls(interval, os.path.join(tempfile.gettempdir(), f"toolscope-tokens-{digest}.lock"))
+        lock_path = os.path.join(tempfile.gettempdir(), f"toolscope-tokens-{digest}.lock")
+        return cls(interval, lock_path, max_lag_seconds=max_lag_seconds)
+
+    @classmethod
+    def for_app(cls, app: Any) -> TokenPass:
+        """The pass of the app's database with the app's settings."""
+        config = app.config
+        return cls.for_database(
+            config["DATABASE_URL"],
+            config["TOKEN_PASS_SECONDS"],
+            config.get("TOKEN_PASS_MAX_LAG_SECONDS", MAX_LAG_SECONDS),
+        )
 
     def start(self, app: Any) -> None:
         self._thread = threading.Thread(
@@ -252,33 +355,54 @@ class TokenPass:
         self._lock_file = handle
         return True
 
+    def step(self) -> bool:
+        """One round: count a batch of each kind, as far as a burst lets it. True when more is
+        pending that this round may count right away (the loop then waits no interval)."""
+        now = self.clock()
+        newest = newest_ids()
+        self._arrivals.add(now, newest)
+        if self.max_lag_seconds > 0 and not self._arrivals.measured():
+            # A server starting in the middle of a burst: load no tokenizer, take no write
+            # lock, before a second sample tells whether rows are pouring in.
+            return False
+        burst = self.max_lag_seconds > 0 and self._arrivals.rate() >= self.burst_rows_per_second
+        due = self._full_scan_due
+        if due is None or (now >= due and (not burst or now - due >= self.max_lag_seconds)):
+            self._after = [0] * len(KINDS)
+            self._full_scan_due = now + self.full_scan_seconds
+        # In a burst only the rows that have waited max_lag; otherwise all stored by now.
+        bound = self._arrivals.overdue() if burst else newest
+        more = False
+        for n, kind in enumerate(KINDS):
+            if self._after[n] >= bound[n]:
+                continue  # nothing stored (or overdue) beyond where the pass stands
+            counted, last = count_batch(self._after[n], self.batch_rows, kind, bound[n])
+            if counted < self.batch_rows:
+                self._after[n] = bound[n]  # every pending row up to the bound was read
+            else:
+                assert last is not None
+                self._after[n] = last
+                more = True
+        self.yielding = burst and any(a < b for a, b in zip(self._after, newest, strict=True))
+        return more
+
     def _run(self, app: Any) -> None:
         # The lowest CPU priority for this thread only (Linux schedules threads as tasks):
         # requests come first, the pass takes the CPU they leave (tiktoken releases the GIL
-        # while it encodes). During a burst it falls behind and catches up afterwards.
+        # while it encodes).
         with contextlib.suppress(AttributeError, OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        after = [0] * len(KINDS)  # where each kind's following of the newest rows stands
-        next_full_scan = 0.0  # the first scan of a new process is a full one: crash recovery
         wait = 0.0
         while not self._stop.wait(wait):
             wait = self.interval
             if not self._has_lock():
                 continue
-            if time.monotonic() >= next_full_scan:
-                after = [0] * len(KINDS)
-                next_full_scan = time.monotonic() + self.full_scan_seconds
-            for n, kind in enumerate(KINDS):
-                try:
-                    with app.app_context():
-                        counted, last = count_batch(after[n], self.batch_rows, kind)
+            try:
+                with app.app_context():
+                    try:
+                        if self.step():
+                            wait = 0.0  # more pending: keep going
+                    finally:
                         db.session.remove()
-                except Exception:  # the database may be busy or gone: try again next time
-                    log.warning("token pass failed; retrying", exc_info=True)
-                    with contextlib.suppress(Exception), app.app_context():
-                        db.session.remove()
-                    break
-                if last is not None:
-                    after[n] = last
-                if counted == self.batch_rows:
-                    wait = 0.0  # more pending: keep going
+            except Exception:  # the database may be busy or gone: try again next time
+                log.warning("token pass failed; retrying", exc_info=True)
