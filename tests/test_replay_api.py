@@ -394,7 +394,11 @@ def test_the_bench_replay_section_reports_core_and_api_figures():
     for size in ("1,000", "10,000", "50,000"):
         core = next(v for label, v in figures.items() if label.startswith(f"replay core, {size}"))
         assert core["runs"] >= 3 and 0 < core["min_ms"] <= core["median_ms"]
-    api = figures["GET /api/v1/conversations/{cid}/replay, 10,000 calls"]
-    assert api["errors"] == 0 and api["requests"] >= 5
-    assert 0 < api["p50_ms"] <= api["p95_ms"]
-    assert api["response_bytes"] > 1_000_000  # the whole 10,000-call payload came back
+    label = "GET /api/v1/conversations/{cid}/replay, 10,000 calls"
+    cold = figures[f"{label}, cold (each after a write: computed)"]
+    warm = figures[f"{label}, warm (repeated: the replay cache)"]
+    for api in (cold, warm):
+        assert api["errors"] == 0 and api["requests"] >= 5
+        assert 0 < api["p50_ms"] <= api["p95_ms"]
+        assert api["response_bytes"] > 1_000_000  # the whole 10,000-call payload came back
+    assert warm["p50_ms"] < cold["p50_ms"]

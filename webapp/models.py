@@ -100,6 +100,10 @@ class Conversation(db.Model):
     system_prompt: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Bumped by every write that changes what the replay reads of this conversation (its
+    # messages, calls, usage, tool definitions, own fields), in the UPDATE that sets
+    # updated_at: the replay cache's key (webapp.replay_cache).
+    revision: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     channel: Mapped[Channel | None] = relationship()
 
@@ -524,4 +528,53 @@ PG_API_STATE_DDL = (
 for _statement in SQLITE_API_STATE_DDL:
     event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="sqlite"))
 for _statement in PG_API_STATE_DDL:
+    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="postgresql"))
+
+
+# --- What invalidates every cached replay at once ------------------------------------------
+#
+# A conversation's cached replays are keyed by its row id and revision (webapp.replay_cache).
+# SQLite may give a deleted conversation's row id to the next one, whose revision starts at 0
+# again: deleting a conversation, by any path (the API, `toolscope conversations delete`, the
+# demo's reload, SQL by hand), bumps this number, which every cache check reads.
+
+
+class ReplayState(db.Model):
+    """One row (id 1), or none: no row reads as version 0."""
+
+    __tablename__ = "replay_state"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+_REPLAY_BUMP = (
+    "INSERT INTO replay_state (id, version) VALUES (1, 1) "
+    "ON CONFLICT (id) DO UPDATE SET version = replay_state.version + 1"
+)
+REPLAY_STATE_EVENTS = (("conversation", "DELETE"),)
+
+
+def _replay_trigger_name(table: str, when: str) -> str:
+    return f"replay_state_{table}_{when.split()[0].lower()}"
+
+
+SQLITE_REPLAY_STATE_DDL = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS {_replay_trigger_name(table, when)} AFTER {when} ON {table} "
+    f"BEGIN {_REPLAY_BUMP}; END"
+    for table, when in REPLAY_STATE_EVENTS
+)
+PG_REPLAY_STATE_DDL = (
+    "CREATE OR REPLACE FUNCTION replay_state_bump() RETURNS trigger LANGUAGE plpgsql AS "
+    f"$$ BEGIN {_REPLAY_BUMP}; RETURN NULL; END $$",
+    *(
+        f"CREATE OR REPLACE TRIGGER {_replay_trigger_name(table, when)} AFTER {when} ON {table} "
+        "FOR EACH STATEMENT EXECUTE FUNCTION replay_state_bump()"
+        for table, when in REPLAY_STATE_EVENTS
+    ),
+)
+
+for _statement in SQLITE_REPLAY_STATE_DDL:
+    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="sqlite"))
+for _statement in PG_REPLAY_STATE_DDL:
     event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="postgresql"))

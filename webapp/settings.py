@@ -153,6 +153,14 @@ SETTINGS: tuple[Setting, ...] = (
         _optional_int,
     ),
     Setting(
+        "REPLAY_CACHE_MB",
+        64.0,
+        "Memory each web worker may give to answers of the replay API and the preview's JSON "
+        "and download, kept for when the same replay is asked again and nothing it depends on "
+        "changed (filled by replays only; see docs/replay.md); 0 turns it off.",
+        float,
+    ),
+    Setting(
         "DEFAULT_PROJECT",
         "default",
         "Slug of the project the CLI and the demo use when none is named.",

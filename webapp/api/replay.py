@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app, g, jsonify
-from flask.json.provider import DefaultJSONProvider
+from flask import Response, g, jsonify
 from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..db import utcnow
 from ..errors import ApiError
+from ..queries import replay_cache
 from ..queries.conversations import find_conversation
 from ..queries.histories import load_history
-from ..replay.export import OptionError, ReplayQuery, build_replay, export_file
+from ..queries.replay_cache import (
+    body_response,
+    download_encoder,
+    download_response,
+    dumps_json,
+    encode_json,
+    plain_json,
+)
+from ..replay.export import OptionError, ReplayQuery, download_filename
 from ..replay.gc_pause import gc_paused
-from ..replay.jsonfast import dumps_ascii
-from ..tokens import STORED_COUNTER
 from . import bp
 from .endpoint import endpoint
 from .schemas import ConversationPath, error_responses
@@ -96,30 +102,23 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
     conversation = find_conversation(g.project.id, external_id=path.cid)
     if conversation is None:
         raise ApiError(404, "no such conversation in this project")
-    loaded = load_history(conversation)
     try:
-        built = build_replay(
-            conversation,
-            loaded.history,
-            query,
-            now=utcnow(),
-            count_tokens=loaded.token_counter(),
-            token_counter=STORED_COUNTER,
-            known_objects=loaded.object_arguments,
-        )
+        if query.download:
+            filename = download_filename(conversation.external_id, query.format)
+            body = replay_cache.answer(
+                conversation, query, "download", download_encoder(conversation), now=utcnow()
+            )
+            return download_response(body, filename)
+        if plain_json():
+            body = replay_cache.answer(conversation, query, "json", encode_json, now=utcnow())
+            return body_response(body)
+        # Another JSON provider (debug's indented output): Flask's own path, never cached.
+        built = replay_cache.build(conversation, load_history(conversation), query, utcnow())
+        return json_response(built.document(), text_messages=built.result.text_messages)
     except OptionError as exc:
         field = f"query.{exc.field}"
         details = [{"field": field, "message": exc.message}]
         raise ApiError(422, f"{field}: {exc.message}", details) from None
-    document = built.document()
-    if not query.download:
-        return json_response(document, text_messages=built.result.text_messages)
-    text, filename = export_file(document, conversation.external_id, query.format)
-    return Response(
-        text,
-        mimetype="application/json",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
 
 
 def json_response(document: dict[str, Any], *, text_messages: bool = False) -> Response:
@@ -128,27 +127,6 @@ def json_response(document: dict[str, Any], *, text_messages: bool = False) -> R
     memory once, not also as the text it was made from nor copied to add the final newline.
     ``text_messages``: the replay vouches that its payload's message list is text only
     (``ReplayResult.text_messages``), so the encoder's walk leaves it out."""
-    provider = current_app.json
-    plain = (
-        type(provider) is DefaultJSONProvider
-        and provider.ensure_ascii
-        and not provider.sort_keys
-        and not (provider.compact is False or (provider.compact is None and current_app.debug))
-    )
-    if not plain:  # another provider or indented output (debug): Flask's own path
+    if not plain_json():  # another provider or indented output (debug): Flask's own path
         return jsonify(document)
-    walk = _without_messages(document) if text_messages else document
-    body = dumps_ascii(document, default=provider.default, newline=True, walk=walk)
-    # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
-    # touching the body, and the length is known.
-    response = Response([body], mimetype=provider.mimetype)
-    response.content_length = len(body)
-    return response
-
-
-def _without_messages(document: dict[str, Any]) -> dict[str, Any]:
-    """The export document with an empty message list: what the encoder walks when the
-    replay vouched for its messages (two shallow copies, nothing else copied)."""
-    payload = document["payload"]
-    key = "input" if document["format"] == "openai-responses" else "messages"
-    return {**document, "payload": {**payload, key: []}}
+    return body_response(dumps_json(document, text_messages=text_messages))

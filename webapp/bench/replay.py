@@ -8,7 +8,9 @@
   inserts: a few statements, no per-row ORM), then ``GET /api/v1/conversations/<cid>/replay``
   over one keep-alive connection, one request at a time: loading (five queries), the replay with
   the token counts stored at ingestion, validation, the naive-replay check and the JSON answer.
-  p50/p95 latency of the measured requests after one warm-up request.
+  p50/p95 latency of the measured requests after one warm-up request, twice: **cold**, the
+  conversation's revision bumped before each request (as a write would: the answer is computed
+  again), and **warm**, repeated (the worker's replay cache answers).
 
 The stored rows carry chars/4 token counts (``token_method`` ``heuristic:chars/4``), which the
 replay reads like tiktoken's: what matters here is that a count is stored, not its value.
@@ -20,9 +22,12 @@ import http.client
 import os
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
+
+from sqlalchemy import create_engine, text
 
 from ..replay import History, ReplayOptions, make_synthetic_history, replay
 from ..replay.gc_pause import gc_paused
@@ -52,7 +57,7 @@ def replay_section(ctx: BenchContext) -> list[Figure]:
     if ctx.server is None or ctx.server_database_url is None:
         ctx.say("  replay API: skipped (needs the server's database; not with --url)")
         return figures
-    figures.append(api_figure(ctx))
+    figures.extend(api_figures(ctx))
     return figures
 
 
@@ -108,14 +113,41 @@ def core_figures(ctx: BenchContext) -> list[Figure]:
 # --- Through the API ----------------------------------------------------------------------------
 
 
-def api_figure(ctx: BenchContext) -> Figure:
+def api_figures(ctx: BenchContext) -> list[Figure]:
+    """The same GET measured twice: cold (the conversation's revision is bumped before each
+    request, as a write would, so each answer is computed again) and warm (repeated: the
+    worker's replay cache answers, see webapp.queries.replay_cache)."""
     assert ctx.server is not None and ctx.server_database_url is not None
     cid = f"{ctx.run_id}-replay"
     ctx.say(f"  replay API: storing a {API_CALLS:,}-call conversation ...")
     history = make_synthetic_history(API_CALLS // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
     store_history(ctx.server_database_url, history, cid)
-    ctx.say("  replay API: GET /api/v1/conversations/{cid}/replay ...")
-    latencies, errors, size, cpu_seconds = get_replays(ctx, cid)
+    figures = []
+    engine = create_engine(ctx.server_database_url)
+    try:
+        for label, bump in (("cold", True), ("warm", False)):
+            ctx.say(f"  replay API ({label}): GET /api/v1/conversations/{{cid}}/replay ...")
+            before = (lambda: _bump_revision(engine, cid)) if bump else None
+            measured = get_replays(ctx, cid, before=before)
+            figures.append(_api_figure(ctx, label, *measured))
+    finally:
+        engine.dispose()
+    return figures
+
+
+def _bump_revision(engine: Any, cid: str) -> None:
+    """What a write to the conversation does to its cached answers (outside the timing)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE conversation SET revision = revision + 1 WHERE external_id = :cid"),
+            {"cid": cid},
+        )
+
+
+def _api_figure(
+    ctx: BenchContext,
+    label: str, latencies: list[float], errors: int, size: int, cpu_seconds: float | None
+) -> Figure:
     ordered = sorted(latencies)
     p50, p95 = percentile(ordered, 50), percentile(ordered, 95)
     values: dict[str, Any] = {
@@ -132,12 +164,16 @@ def api_figure(ctx: BenchContext) -> Figure:
         # Less noisy than latency on a shared machine: what the server spent per answer.
         values["server_cpu_ms_per_request"] = round(cpu_seconds * 1000 / len(latencies), 1)
         cpu = f"   server CPU {values['server_cpu_ms_per_request']:.1f} ms/request"
-    text = (
+    text_ = (
         f"{p50:>9.1f} ms p50   p95 {p95:.1f} ms   {len(latencies)} requests, errors {errors}"
         f"   ({size / 1e6:.1f} MB per answer){cpu}   load average {values['load_average']}"
     )
-    label = f"GET /api/v1/conversations/{{cid}}/replay, {API_CALLS:,} calls"
-    return Figure("replay", ctx.target, label, values, text)
+    what = {
+        "cold": "cold (each after a write: computed)",
+        "warm": "warm (repeated: the replay cache)",
+    }[label]
+    name = f"GET /api/v1/conversations/{{cid}}/replay, {API_CALLS:,} calls, {what}"
+    return Figure("replay", ctx.target, name, values, text_)
 
 
 def _load_average() -> float | None:
@@ -147,9 +183,13 @@ def _load_average() -> float | None:
         return None
 
 
-def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int, float | None]:
+def get_replays(
+    ctx: BenchContext, cid: str, *, before: Callable[[], None] | None = None
+) -> tuple[list[float], int, int, float | None]:
     """Latencies (ms) of the measured GETs, the number of failed ones, the answer's size and
-    the CPU seconds the server's workers used for the measured GETs (None: unknown)."""
+    the CPU seconds the server's workers used for the measured GETs (None: unknown).
+    ``before``: run before each measured GET, outside its time (its own CPU is in this
+    process, not the server's)."""
     assert ctx.server is not None
     pid = ctx.server.pid
     url = urlsplit(ctx.server.base_url)
@@ -171,6 +211,8 @@ def get_replays(ctx: BenchContext, cid: str) -> tuple[list[float], int, int, flo
         while len(latencies) < MIN_API_REQUESTS or (
             time.perf_counter() < deadline and len(latencies) < MAX_API_REQUESTS
         ):
+            if before is not None:
+                before()
             started = time.perf_counter()
             status, _ = get()
             latencies.append((time.perf_counter() - started) * 1000)

@@ -6,7 +6,8 @@ replay bench's 10,000-call conversation in that database (once: migrations, the 
 the rows), then runs the route's stages as the route does (GC paused, ``freshness=off``, a
 fixed "now") and prints the median and lowest ``time.process_time`` of each stage over
 ``runs`` runs (9 by default), and the answer's SHA-256: the figures of docs/replay.md "Speed".
-``--profile`` prints a cProfile of one run instead.
+``--profile`` prints a cProfile of one run instead; ``--cached`` the CPU of a request through
+the replay cache instead, cold (computed and kept) and warm (answered from the cache).
 """
 
 from __future__ import annotations
@@ -99,6 +100,45 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None) -> bytes:
     return body
 
 
+def run_cached(app: Flask, *, cold: bool) -> tuple[float, bytes]:
+    """One request's CPU milliseconds through the replay cache (``webapp.queries.
+    replay_cache``), from the conversation's record to the answer's bytes: cold (the cache
+    emptied first: computed and kept) or warm (answered from the cache)."""
+    from ..queries import replay_cache
+
+    cache = replay_cache.get_cache(app)
+    if cold:
+        cache.clear()
+    with app.test_request_context("/"), gc_paused():
+        g.project = get_or_create_project(BENCH_PROJECT)
+        started = time.process_time()
+        conversation = find_conversation(g.project.id, external_id=CID)
+        assert conversation is not None
+        body = replay_cache.answer(
+            conversation,
+            ReplayQuery(freshness="off"),
+            "json",
+            replay_cache.encode_json,
+            now=NOW,
+        )
+        spent = (time.process_time() - started) * 1000
+        db.session.remove()
+    return spent, body
+
+
+def main_cached(app: Flask, runs: int) -> None:
+    _, cold_body = run_cached(app, cold=True)  # warm-up
+    cold = [run_cached(app, cold=True)[0] for _ in range(runs)]
+    warm = []
+    for _ in range(runs):
+        spent, body = run_cached(app, cold=False)
+        assert body == cold_body
+        warm.append(spent)
+    print(f"load average {os.getloadavg()[0]:.2f}, {runs} runs, through the replay cache")
+    for name, values in (("cold", cold), ("warm", warm)):
+        print(f"  {name:<12} median {statistics.median(values):7.1f} ms   min {min(values):7.1f}")
+
+
 def main(argv: list[str]) -> None:
     url = argv[0]
     runs = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 9
@@ -109,6 +149,9 @@ def main(argv: list[str]) -> None:
         profile = cProfile.Profile()
         profile.runcall(run_once, app, None)
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+        return
+    if "--cached" in argv:
+        main_cached(app, runs)
         return
     stages: dict[str, list[float]] = {}
     for _ in range(runs):

@@ -71,18 +71,22 @@ def ensure_channel(project_id: int, name: str, now: datetime) -> int:
 
 
 def update_conversation(conversation_id: int, values: dict[str, Any], now: datetime) -> None:
-    """Set fields and bump `updated_at` (last activity) in one UPDATE."""
+    """Set fields and bump `updated_at` (last activity) and `revision` in one UPDATE."""
     db.session.execute(
         update(CONVERSATION)
         .where(CONVERSATION.c.id == conversation_id)
-        .values(**values, updated_at=now)
+        .values(**values, updated_at=now, revision=REVISION_BUMP)
     )
 
+
+# What the replay cache keys a conversation's answers on (webapp.replay_cache): every write that
+# changes a conversation's rows ends with this UPDATE, so the bump costs no statement.
+REVISION_BUMP = CONVERSATION.c.revision + 1
 
 _TOUCH = (
     update(CONVERSATION)
     .where(CONVERSATION.c.id.in_(bindparam("ids", expanding=True)))
-    .values(updated_at=bindparam("now"))
+    .values(updated_at=bindparam("now"), revision=REVISION_BUMP)
 )
 
 

@@ -88,6 +88,10 @@ class LoadedHistory:
     # ``jsonfast.loads`` reads (see _json_and_compact): the replay's validation need not parse
     # them again (``build_replay(known_objects=...)``).
     object_arguments: set[str] = field(default_factory=set)
+    # tokens="text": some row waits for the token pass (a count it will store is still NULL),
+    # so the answer may change without the conversation's revision moving: the replay cache
+    # keeps no answer of it (webapp.replay_cache).
+    uncounted: bool = False
 
     def token_counter(self) -> Callable[[str], int]:
         """The replay's token counter (tokens="text"): the stored count of a text, else
@@ -282,6 +286,8 @@ def _messages(
         if tokens == "text":
             if content is not None and content_tokens is not None:
                 out.stored_tokens[content] = content_tokens
+            elif content and content_tokens is None:  # token_pass.MESSAGE_PENDING
+                out.uncounted = True
         elif tokens == "row":
             out.message_tokens[row_id] = content_tokens
     return grouped
@@ -412,7 +418,13 @@ def _tool_calls(
             )
         )
         if tokens == "text":
-            stored = loaded[conversation_id].stored_tokens
+            out = loaded[conversation_id]
+            # token_pass.PENDING: the pass will store a count here.
+            if (arguments_json is not None and arguments_tokens is None) or (
+                text is not None and response_tokens is None
+            ):
+                out.uncounted = True
+            stored = out.stored_tokens
             # Not counted yet by the token pass: counted as the pass will (the message's model).
             if text is not None:
                 if response_tokens is None:

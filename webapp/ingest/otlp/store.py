@@ -44,6 +44,7 @@ from ...sql import (
     json_from_text,
 )
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
+from ..conversations import REVISION_BUMP
 from ..errors import Invalid, RaceLost
 from ..usage import UsageDraft, price_usage
 from ..values import clean_json, clean_text, compact_json
@@ -715,9 +716,18 @@ def _update_conversations(
     """Conversations whose turns changed: their projected fields (OTLP-made conversations
     only: a conversation made through the API keeps its own), tools, and last activity."""
     touched = [p for p in plans if conversation_ids[p.external_id] in changed]
+    ids = sorted(conversation_ids[p.external_id] for p in touched)
+    # Conversations that only lost turns (moved elsewhere) are not among the plans: what their
+    # replay reads changed all the same (webapp.replay_cache).
+    untouched = sorted(changed - set(ids))
+    if untouched:
+        db.session.execute(
+            update(CONVERSATION)
+            .where(CONVERSATION.c.id.in_(untouched))
+            .values(revision=REVISION_BUMP)
+        )
     if not touched:
         return
-    ids = sorted(conversation_ids[p.external_id] for p in touched)
     stored = {
         r.id: r
         for r in db.session.execute(
@@ -748,6 +758,7 @@ def _update_conversations(
             system_prompt=bindparam("b_system_prompt"),
             created_at=func.coalesce(bindparam("b_created_at"), CONVERSATION.c.created_at),
             updated_at=ctx.now,
+            revision=REVISION_BUMP,
         ),
         params,
         execution_options={"synchronize_session": False},

@@ -25,6 +25,7 @@ from flask import Response, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
 from ...db import utcnow
+from ...queries import replay_cache
 from ...queries.conversations import find_conversation
 from ...queries.histories import LoadedHistory, load_history
 from ...queries.records import ConversationRecord
@@ -36,7 +37,7 @@ from ...replay.export import (
     ReplayQuery,
     build_replay,
     comparison_params,
-    export_file,
+    download_filename,
     form_params,
     parse_comparison,
     parse_query,
@@ -46,7 +47,6 @@ from ...replay.gc_pause import gc_paused
 from ...tokens import STORED_COUNTER
 from ..common import (
     BadParameter,
-    attachment,
     bad_parameter_response,
     jsonable,
     or_404,
@@ -234,6 +234,18 @@ def _build_preview(
     return loaded, built, None
 
 
+def _cached(
+    conversation: ConversationRecord, variant: replay_cache.Variant, encode: replay_cache.Encoder
+) -> bytes | OptionError:
+    """The export document's bytes for the request's options, through the replay cache; an
+    unusable option is returned."""
+    try:
+        query = parse_query(form_params(request.args))
+        return replay_cache.answer(conversation, query, variant, encode, now=utcnow())
+    except OptionError as exc:
+        return exc
+
+
 # --- Views -------------------------------------------------------------------------------------
 
 
@@ -243,6 +255,12 @@ def replay_get(conversation_id: int, fmt: str):
     """The replay preview; the JSON twin is the export document (as the API's); for htmx the
     result part, pushing the page's URL with the options (the address stays on an error)."""
     conversation = _conversation(conversation_id)
+    if wants_json(fmt) and replay_cache.plain_json():
+        # The API's answer, bytes and all: from the same cache.
+        body = _cached(conversation, "json", replay_cache.encode_json)
+        if isinstance(body, OptionError):
+            return bad_parameter_response(BadParameter(body.field, body.message), "json")
+        return replay_cache.body_response(body)
     loaded, built, error = _build_preview(conversation)
     if wants_json(fmt):
         if error is not None:
@@ -272,12 +290,12 @@ bp.add_url_rule(
 def replay_download_get(conversation_id: int):
     """The export document as a file, for the page's Download button."""
     conversation = _conversation(conversation_id)
-    _loaded, built, error = _build_preview(conversation)
-    if error is not None:
-        return bad_parameter_response(BadParameter(error.field, error.message))
-    assert built is not None
-    document = built.document()
-    return attachment(*export_file(document, conversation.external_id, built.query.format))
+    body = _cached(conversation, "download", replay_cache.download_encoder(conversation))
+    if isinstance(body, OptionError):
+        return bad_parameter_response(BadParameter(body.field, body.message))
+    query = parse_query(form_params(request.args))
+    filename = download_filename(conversation.external_id, query.format)
+    return replay_cache.download_response(body, filename)
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/payload.json")

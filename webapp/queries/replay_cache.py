@@ -1,0 +1,369 @@
+"""A per-worker cache of replay answers: the encoded bytes of the export document, reused while
+nothing they depend on has changed.
+
+A replay's answer is a function of (see docs/replay.md, "The answer cache"):
+
+* the conversation's stored rows: its messages, tool calls, service calls and tool
+  definitions, and the token counts stored with them. Every write that changes any of them ends
+  with the UPDATE of the conversation row that sets ``updated_at``, which also bumps
+  ``conversation.revision`` (webapp.ingest.conversations); a deleted conversation bumps
+  ``replay_state.version`` by trigger (SQLite may give its row id to the next one). The token
+  pass only fills counts that are NULL, so an answer is kept only when no count is NULL;
+* the conversation's own fields and the channel's and project's settings the replay reads
+  (title, channel name, system prompt, freshness window): the ``ConversationRecord`` the request
+  reads anyway, compared whole;
+* the request's options (the parsed ``ReplayQuery``) and the answer's shape (JSON or download);
+* the clock, only with ``as_of=now``: the answer then carries ``now`` twice (``as_of`` and
+  ``stats.as_of``), which is spliced into the cached bytes, and every decision that compares a
+  stored time with ``as_of`` (a row created later does not exist, a run still going is in
+  progress, a result older than the window is stale) keeps its outcome until the next stored
+  time or freshness deadline after the moment the answer was made: the entry expires there. A
+  stale result's diagnostic carries its age, which changes with every microsecond: such an
+  answer is not kept.
+
+An entry is used only when the conversation's revision, the replay state's version and the
+record are those it was made with, read by the request (one single-row statement besides the
+record's). A miss reads them again after loading the rows and keeps the answer only if they
+did not move meanwhile (PostgreSQL reads each statement at its own moment).
+
+The cache is filled only by replays, bounded by ``REPLAY_CACHE_MB`` per worker (least recently
+used entries go first); 0 turns it off.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Any, Literal
+
+from flask import Flask, Response, current_app
+from flask.json.provider import DefaultJSONProvider
+from sqlalchemy import select
+
+from ..db import db
+from ..models import Conversation, ReplayState
+from ..replay.export import BuiltReplay, ReplayQuery, build_replay, export_file
+from ..replay.history import History
+from ..replay.jsonfast import dumps_ascii
+from ..tokens import STORED_COUNTER
+from .histories import LoadedHistory, load_history
+from .records import ConversationRecord
+
+Variant = Literal["json", "download"]
+# (revision, replay_state version) as one request read them.
+State = tuple[int, int]
+
+_STATE = select(
+    Conversation.revision,
+    select(ReplayState.version).where(ReplayState.id == 1).scalar_subquery(),
+)
+
+
+def read_state(conversation_id: int) -> State | None:
+    """The conversation's revision and the replay state's version, in one statement; None if
+    the conversation is gone."""
+    row = db.session.execute(_STATE.where(Conversation.id == conversation_id)).first()
+    if row is None:
+        return None
+    return int(row[0]), int(row[1] or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    state: State
+    record: ConversationRecord
+    # The answer's bytes, cut where ``as_of`` goes when it is "now" (one piece otherwise).
+    pieces: tuple[bytes, ...]
+    # as_of=now: the answer holds for now in [made_at, expires) (expires None: no deadline).
+    made_at: datetime | None
+    expires: datetime | None
+
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.pieces)
+
+    def body(self, now: datetime) -> bytes:
+        if len(self.pieces) == 1:
+            return self.pieces[0]
+        return as_of_json(now).join(self.pieces)
+
+    def holds_at(self, now: datetime) -> bool:
+        if self.made_at is None:
+            return True
+        return self.made_at <= now and (self.expires is None or now < self.expires)
+
+
+class ReplayCache:
+    """Encoded answers by (conversation row id, variant, options), least recently used out
+    first once over ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def get(
+        self, key: tuple[Any, ...], state: State, record: ConversationRecord, now: datetime
+    ) -> bytes | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            if entry.state != state or entry.record != record or not entry.holds_at(now):
+                self._drop(key)
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+        return entry.body(now)
+
+    def put(self, key: tuple[Any, ...], entry: Entry) -> None:
+        size = entry.size
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._entries:
+                self._drop(key)
+            self._entries[key] = entry
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[Any, ...]) -> None:
+        entry = self._entries.pop(key)
+        self._bytes -= entry.size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def get_cache(app: Flask | None = None) -> ReplayCache:
+    """This process's cache for ``app`` (made on first use, so each gunicorn worker has its
+    own, empty until it answers a replay)."""
+    app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+    cache = app.extensions.get("replay_cache")
+    if cache is None:
+        megabytes = app.config.get("REPLAY_CACHE_MB", 0) or 0
+        cache = app.extensions["replay_cache"] = ReplayCache(int(float(megabytes) * 1024 * 1024))
+    return cache
+
+
+def build(
+    conversation: ConversationRecord, loaded: LoadedHistory, query: ReplayQuery, now: datetime
+) -> BuiltReplay:
+    """The replay as the API and the page make it (stored token counts first)."""
+    return build_replay(
+        conversation,
+        loaded.history,
+        query,
+        now=now,
+        count_tokens=loaded.token_counter(),
+        token_counter=STORED_COUNTER,
+        known_objects=loaded.object_arguments,
+    )
+
+
+# The encoder of a variant: the export document (and the replay it came from) to the bytes
+# the route sends.
+Encoder = Callable[[dict[str, Any], BuiltReplay], bytes]
+
+
+def plain_json() -> bool:
+    """The app's JSON provider writes what ``jsonfast.dumps_ascii`` writes (compact, ASCII, keys
+    in order): then the answer is encoded by it, and may be cached."""
+    provider = current_app.json
+    return (
+        type(provider) is DefaultJSONProvider
+        and provider.ensure_ascii
+        and not provider.sort_keys
+        and not (provider.compact is False or (provider.compact is None and current_app.debug))
+    )
+
+
+def encode_json(document: dict[str, Any], built: BuiltReplay) -> bytes:
+    """``jsonify(document)``'s bytes, for a plain provider (see ``api.replay.json_response``)."""
+    return dumps_json(document, text_messages=built.result.text_messages)
+
+
+def dumps_json(document: dict[str, Any], *, text_messages: bool) -> bytes:
+    """``jsonify(document)``'s bytes by ``jsonfast.dumps_ascii``. ``text_messages``: the replay
+    vouches that its payload's message list is text only (``ReplayResult.text_messages``), so
+    the encoder's walk leaves it out."""
+    walk = without_messages(document) if text_messages else document
+    return dumps_ascii(document, default=current_app.json.default, newline=True, walk=walk)
+
+
+def without_messages(document: dict[str, Any]) -> dict[str, Any]:
+    """The export document with an empty message list: what the encoder walks when the
+    replay vouched for its messages (two shallow copies, nothing else copied)."""
+    payload = document["payload"]
+    key = "input" if document["format"] == "openai-responses" else "messages"
+    return {**document, "payload": {**payload, key: []}}
+
+
+def body_response(body: bytes) -> Response:
+    """An encoded JSON answer, sent as it is, in one piece (what ``jsonify`` sends)."""
+    # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
+    # touching the body, and the length is known.
+    response = Response([body], mimetype=current_app.json.mimetype)
+    response.content_length = len(body)
+    return response
+
+
+def download_response(body: bytes, filename: str) -> Response:
+    """The download's answer: what ``Response(export_file text)`` with its attachment header
+    sends."""
+    return Response(
+        body,
+        mimetype="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+def download_encoder(conversation: ConversationRecord) -> Encoder:
+    """The download's bytes: ``export_file``'s text as werkzeug sends a ``str`` body."""
+
+    def encode(document: dict[str, Any], built: BuiltReplay) -> bytes:
+        return export_file(document, conversation.external_id, built.query.format)[0].encode()
+
+    return encode
+
+
+def answer(
+    conversation: ConversationRecord,
+    query: ReplayQuery,
+    variant: Variant,
+    encode: Encoder,
+    *,
+    now: datetime,
+) -> bytes:
+    """The body of the replay's answer, from the cache when it holds (raises the replay's
+    ``OptionError`` as ``build_replay`` does)."""
+    cache = get_cache()
+    if not cache.enabled:
+        built = build(conversation, load_history(conversation), query, now)
+        return encode(built.document(), built)
+    key = (conversation.id, variant, query)
+    state = read_state(conversation.id)
+    if state is not None:
+        body = cache.get(key, state, conversation, now)
+        if body is not None:
+            return body
+    loaded = load_history(conversation)
+    built = build(conversation, loaded, query, now)
+    document = built.document()
+    time_bound = query.as_of == "now"
+    keep = state is not None and not loaded.uncounted
+    if keep and time_bound and any(d.kind == "stale" for d in built.result.diagnostics):
+        keep = False  # its age is in the answer: it changes with the clock
+    if not keep:
+        return encode(document, built)
+    if not time_bound:
+        body = encode(document, built)
+        _put(cache, key, state, conversation, (body,), None, None)
+        return body
+    pieces = _pieces(document, built, encode)
+    if pieces is None:
+        return encode(document, built)
+    expires = next_change(loaded.history, built.options.freshness_seconds, now)
+    if expires is None or expires > now:
+        _put(cache, key, state, conversation, pieces, now, expires)
+    return as_of_json(now).join(pieces)
+
+
+def _put(
+    cache: ReplayCache,
+    key: tuple[Any, ...],
+    state: State | None,
+    conversation: ConversationRecord,
+    pieces: tuple[bytes, ...],
+    made_at: datetime | None,
+    expires: datetime | None,
+) -> None:
+    # Kept only if no write landed while the rows were read (each PostgreSQL statement reads
+    # at its own moment; the revision moves with every write that changes them).
+    if state is None or read_state(conversation.id) != state:
+        return
+    cache.put(key, Entry(state, conversation, pieces, made_at, expires))
+
+
+def _pieces(
+    document: dict[str, Any], built: BuiltReplay, encode: Encoder
+) -> tuple[bytes, ...] | None:
+    """The answer's bytes cut where "now" goes (``as_of`` and ``stats.as_of``): the document is
+    encoded with a random marker there instead. None if the marker is found elsewhere too
+    (then the answer is not kept)."""
+    marker = "as-of-" + secrets.token_hex(16)
+    saved = document["as_of"], document["stats"]["as_of"]
+    document["as_of"] = document["stats"]["as_of"] = marker
+    try:
+        body = encode(document, built)
+    finally:
+        document["as_of"], document["stats"]["as_of"] = saved
+    # The marker as a JSON string, whole: inside a longer string a quote is escaped (\").
+    pieces = tuple(body.split(b'"' + marker.encode("ascii") + b'"'))
+    return pieces if len(pieces) == 3 else None
+
+
+def as_of_json(now: datetime) -> bytes:
+    """``now`` as the answer spells ``as_of`` (``datetime.isoformat``, a JSON string: ASCII,
+    nothing to escape)."""
+    return b'"' + now.isoformat().encode("ascii") + b'"'
+
+
+def _floor_seconds(seconds: float) -> timedelta:
+    """``seconds`` as a timedelta rounded down to the microsecond (timedelta rounds to the
+    nearest): a deadline never later than the exact one."""
+    return timedelta(microseconds=int(Fraction(seconds) * 1_000_000 // 1))
+
+
+def next_change(history: History, window: float | None, now: datetime) -> datetime | None:
+    """The first moment at which a replay ``as_of`` the clock could decide otherwise than at
+    ``now`` (an entry holds for now <= clock < that moment): the next stored time after ``now``
+    (a row created, a response, a service call; the replay compares each with ``as_of`` as
+    "created after it") or the next freshness deadline from ``now`` on (a result is stale once
+    ``as_of`` - its time > the window: up to the deadline, rounded down to the microsecond, it is
+    not). Every time of the history counts, whether the replay looked at it or not: an earlier
+    deadline only makes the entry expire sooner. None: no such moment."""
+    moments: list[datetime] = []
+    deadlines: list[datetime] = []
+    add = moments.append
+    step = _floor_seconds(window) if window is not None else None
+    for m in history.messages:
+        add(m.created_at)
+        for c in m.tool_calls:
+            add(c.created_at)
+            rc = c.response_created_at
+            if rc is not None:
+                add(rc)
+            if step is not None:
+                with suppress(OverflowError):  # beyond year 9999: never reached
+                    deadlines.append((rc or c.created_at) + step)
+        for s in m.service_calls:
+            if s.created_at is not None:
+                add(s.created_at)
+    # "Created after as_of" keeps its outcome from the stored time on, so a time equal to now
+    # changes nothing later; "stale" turns true right after its deadline, so a deadline equal
+    # to now ends the answer at once (it is then not kept).
+    later = [t for t in moments if t > now]
+    later += [d for d in deadlines if d >= now]
+    return min(later, default=None)
