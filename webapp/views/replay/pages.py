@@ -18,7 +18,6 @@ once, around all of it (see ``webapp.replay.gc_pause``).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from flask import Response, jsonify, render_template, request, url_for
@@ -35,7 +34,6 @@ from ...replay.export import (
     BuiltReplay,
     OptionError,
     ReplayQuery,
-    build_replay,
     comparison_params,
     download_filename,
     form_params,
@@ -44,7 +42,6 @@ from ...replay.export import (
     query_params,
 )
 from ...replay.gc_pause import gc_paused
-from ...tokens import STORED_COUNTER
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -113,27 +110,10 @@ def _conversation(conversation_id: int) -> ConversationRecord:
     return or_404(found, "conversation")
 
 
-def _replay(
-    conversation: ConversationRecord, loaded: LoadedHistory, query: ReplayQuery, now: datetime
-) -> BuiltReplay:
-    """``loaded`` replayed with ``query``, as the API does it (stored token counts first)."""
-    return build_replay(
-        conversation,
-        loaded.history,
-        query,
-        now=now,
-        count_tokens=loaded.token_counter(),
-        token_counter=STORED_COUNTER,
-        known_objects=loaded.object_arguments,
-    )
-
-
 # --- What the templates get --------------------------------------------------------------------
 
 
-def result_context(
-    built: BuiltReplay, *, marks: tuple[str, ...] | None = None
-) -> dict[str, Any]:
+def result_context(built: BuiltReplay, *, marks: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The chat, diagnostics, checks and stats of one replay."""
     fmt = built.options.format
     rows = payload_call_rows(built.history, built.result, fmt)
@@ -228,7 +208,7 @@ def _build_preview(
     loaded = load_history(conversation)
     try:
         query = parse_query(form_params(request.args))
-        built = _replay(conversation, loaded, query, utcnow())
+        built = replay_cache.build(conversation, loaded, query, utcnow())
     except OptionError as exc:
         return loaded, None, exc
     return loaded, built, None
@@ -320,8 +300,8 @@ def replay_compare_get(conversation_id: int, fmt: str):
     now = utcnow()
     try:
         query_a, query_b = parse_comparison(request.args)
-        a = _replay(conversation, loaded, query_a, now)
-        b = _replay(conversation, loaded, query_b, now)
+        a = replay_cache.build(conversation, loaded, query_a, now)
+        b = replay_cache.build(conversation, loaded, query_b, now)
     except OptionError as exc:
         error = BadParameter(exc.field, exc.message)
         if wants_json(fmt):
