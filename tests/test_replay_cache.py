@@ -519,17 +519,48 @@ def test_rows_the_token_pass_has_not_counted_are_not_cached(app, client, project
     assert len(replay_cache.get_cache(app)) == 1
 
 
-def test_an_answer_with_a_stale_result_is_not_cached_with_as_of_now(app, client, project_key):
-    _store(client, project_key)
-    with app.app_context():
-        count_pending()
-        count_pending(kind=MESSAGES)
-    doc = client.get(f"{BASE}/c1/replay", headers=project_key.headers).get_json()
-    assert any(d["kind"] == "stale" for d in doc["diagnostics"])
-    assert len(replay_cache.get_cache(app)) == 0
-    # A fixed as_of does not move with the clock: kept.
-    client.get(f"{BASE}/c1/replay?as_of=2026-02-01T00:00:00Z", headers=project_key.headers)
-    assert len(replay_cache.get_cache(app)) == 1
+# A call id that looks like what the cache cuts the answer at: the words of the age's message,
+# a quote, the markers' prefix, characters JSON escapes.
+HOSTILE_ID = 'c"1 is 5 s old, now-0123 t0 \u2028\u00e9\\'
+
+
+@pytest.mark.parametrize("call_id", ["call_1", HOSTILE_ID])
+@pytest.mark.parametrize("params", [{}, {"download": "true", "format": "anthropic"}])
+def test_an_answer_with_stale_results_is_kept_and_says_their_age_at_each_request(
+    app, client, project_key, clock, call_id, params
+):
+    """With as_of=now a stale result's diagnostic says its age, which grows with the clock: the
+    cached answer has it written in at each request, as the replay would say it then."""
+    call = {"name": "search", "arguments": {"q": "x"}, "created_at": "2026-01-01T00:00:01Z"}
+    response = {"content": "r", "created_at": "2026-01-01T00:00:02.250001Z"}
+    body = {
+        "user": {"id": "u1", "content": "Hi", "created_at": "2026-01-01T00:00:00Z"},
+        "assistant": {
+            "id": "a1",
+            "content": "Done.",
+            "created_at": "2026-01-01T00:00:00.5Z",
+            "rounds": [
+                {"calls": [{**call, "id": call_id, "response": response}]},
+                {"calls": [{**call, "id": "call_2", "response": {"content": "s"}}]},
+            ],
+        },
+    }
+    headers = project_key.headers
+    assert client.post(f"{BASE}/c1/turns", json=body, headers=headers).status_code == 201
+    _counted(app)
+    ages = set()
+    for step in (0, 1e-6, 0.5, 1, 3600):
+        clock.now += timedelta(seconds=step)
+        want = fresh(app, project_key.project_id, "c1", params, clock.now, "download" in params)
+        for _ in range(2):
+            got = client.get(f"{BASE}/c1/replay", query_string=params, headers=headers)
+            assert (got.status_code, got.get_data()) == want
+        stale = [d for d in json.loads(want[1])["diagnostics"] if d["kind"] == "stale"]
+        assert len(stale) == 2
+        ages.add(tuple(d["detail"]["age_seconds"] for d in stale))
+    assert len(ages) == 5  # the ages moved with the clock, and the answers with them
+    cache = replay_cache.get_cache(app)
+    assert (cache.misses, cache.hits, len(cache)) == (1, 9, 1)
 
 
 @pytest.mark.parametrize("app_config", [{"REPLAY_CACHE_MB": 0}])
@@ -550,14 +581,14 @@ def test_zero_megabytes_turns_the_cache_off(app, client, project_key):
 def test_the_cache_keeps_under_its_bound_least_recently_used_out_first() -> None:
     cache = replay_cache.ReplayCache(100)
     record: Any = object()
-    entry = replay_cache.Entry((1, 0), record, (b"x" * 40,), None, None)
+    entry = replay_cache.Entry((1, 0), record, (b"x" * 40,), (), None, None)
     for key in ("a", "b", "c"):
         cache.put((key,), entry)
     assert [k for (k,) in cache._entries] == ["b", "c"]
     assert cache.get(("b",), (1, 0), record, T0) == b"x" * 40
     cache.put(("d",), entry)
     assert [k for (k,) in cache._entries] == ["b", "d"]
-    cache.put(("e",), replay_cache.Entry((1, 0), record, (b"x" * 101,), None, None))
+    cache.put(("e",), replay_cache.Entry((1, 0), record, (b"x" * 101,), (), None, None))
     assert ("e",) not in cache._entries  # larger than the whole cache: not kept
 
 

@@ -48,6 +48,7 @@ from sqlalchemy import select
 
 from ..db import db
 from ..models import Conversation, ReplayState
+from ..replay.build import age_text, stale_message
 from ..replay.export import BuiltReplay, ReplayQuery, build_replay, export_file
 from ..replay.history import History
 from ..replay.jsonfast import dumps_ascii
@@ -58,6 +59,10 @@ from .records import ConversationRecord
 Variant = Literal["json", "download"]
 # (revision, replay_state version) as one request read them.
 State = tuple[int, int]
+# What a cached answer says of "now": ("as_of", None) the time itself; ("age", t) a stale
+# result's age in seconds, now - t, as a JSON number; ("age_text", t) the same age as its
+# diagnostic's message spells it.
+Slot = tuple[Literal["as_of", "age", "age_text"], datetime | None]
 
 _STATE = select(
     Conversation.revision,
@@ -78,8 +83,10 @@ def read_state(conversation_id: int) -> State | None:
 class Entry:
     state: State
     record: ConversationRecord
-    # The answer's bytes, cut where ``as_of`` goes when it is "now" (one piece otherwise).
+    # The answer's bytes, cut where it says something of "now" when as_of is "now" (one piece
+    # otherwise); slots[i] is what goes between pieces[i] and pieces[i + 1].
     pieces: tuple[bytes, ...]
+    slots: tuple[Slot, ...]
     # as_of=now: the answer holds for now in [made_at, expires) (expires None: no deadline).
     made_at: datetime | None
     expires: datetime | None
@@ -89,9 +96,7 @@ class Entry:
         return sum(len(p) for p in self.pieces)
 
     def body(self, now: datetime) -> bytes:
-        if len(self.pieces) == 1:
-            return self.pieces[0]
-        return as_of_json(now).join(self.pieces)
+        return render(self.pieces, self.slots, now)
 
     def holds_at(self, now: datetime) -> bool:
         if self.made_at is None:
@@ -272,22 +277,19 @@ def answer(
     built = build(conversation, loaded, query, now)
     document = built.document()
     time_bound = query.as_of == "now"
-    keep = state is not None and not loaded.uncounted
-    if keep and time_bound and any(d.kind == "stale" for d in built.result.diagnostics):
-        keep = False  # its age is in the answer: it changes with the clock
-    if not keep:
+    if state is None or loaded.uncounted:
         return encode(document, built)
     if not time_bound:
         body = encode(document, built)
-        _put(cache, key, state, conversation, (body,), None, None)
+        _put(cache, key, state, conversation, ((body,), ()), None, None)
         return body
-    pieces = _pieces(document, built, encode)
-    if pieces is None:
+    cut = _pieces(document, built, encode, now)
+    if cut is None:
         return encode(document, built)
     expires = next_change(loaded.history, built.options.freshness_seconds, now)
     if expires is None or expires > now:
-        _put(cache, key, state, conversation, pieces, now, expires)
-    return as_of_json(now).join(pieces)
+        _put(cache, key, state, conversation, cut, now, expires)
+    return render(*cut, now)
 
 
 def _put(
@@ -295,7 +297,7 @@ def _put(
     key: tuple[Any, ...],
     state: State | None,
     conversation: ConversationRecord,
-    pieces: tuple[bytes, ...],
+    cut: tuple[tuple[bytes, ...], tuple[Slot, ...]],
     made_at: datetime | None,
     expires: datetime | None,
 ) -> None:
@@ -303,25 +305,116 @@ def _put(
     # at its own moment; the revision moves with every write that changes them).
     if state is None or read_state(conversation.id) != state:
         return
-    cache.put(key, Entry(state, conversation, pieces, made_at, expires))
+    cache.put(key, Entry(state, conversation, *cut, made_at, expires))
 
 
 def _pieces(
-    document: dict[str, Any], built: BuiltReplay, encode: Encoder
-) -> tuple[bytes, ...] | None:
-    """The answer's bytes cut where "now" goes (``as_of`` and ``stats.as_of``): the document is
-    encoded with a random marker there instead. None if the marker is found elsewhere too
-    (then the answer is not kept)."""
-    marker = "as-of-" + secrets.token_hex(16)
+    document: dict[str, Any], built: BuiltReplay, encode: Encoder, now: datetime
+) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
+    """The answer's bytes cut where it says something of "now": ``as_of`` and ``stats.as_of``,
+    and each stale result's age (its diagnostic's ``detail.age_seconds`` and message). The
+    document is encoded with random markers there instead (and put back as it was). None (the
+    answer is not kept) if a marker is not found exactly where it was put, or a stale
+    diagnostic is not the one the replay makes for that call at ``now``."""
+    prefix = "now-" + secrets.token_hex(16)
+    slots: dict[str, Slot] = {f"{prefix}a0": ("as_of", None)}
     saved = document["as_of"], document["stats"]["as_of"]
-    document["as_of"] = document["stats"]["as_of"] = marker
+    document["as_of"] = document["stats"]["as_of"] = f"{prefix}a0"
+    marked: list[tuple[dict[str, Any], str, float]] = []
     try:
+        if not _mark_ages(document, built, now, prefix, slots, marked):
+            return None
         body = encode(document, built)
     finally:
         document["as_of"], document["stats"]["as_of"] = saved
-    # The marker as a JSON string, whole: inside a longer string a quote is escaped (\").
-    pieces = tuple(body.split(b'"' + marker.encode("ascii") + b'"'))
-    return pieces if len(pieces) == 3 else None
+        for diagnostic, reason, age in marked:
+            diagnostic["reason"], diagnostic["detail"]["age_seconds"] = reason, age
+    return _cut(body, prefix, slots)
+
+
+def _mark_ages(
+    document: dict[str, Any],
+    built: BuiltReplay,
+    now: datetime,
+    prefix: str,
+    slots: dict[str, Slot],
+    marked: list[tuple[dict[str, Any], str, float]],
+) -> bool:
+    """Put markers where each stale diagnostic says its result's age, noting in ``marked`` what
+    was there (False: a diagnostic is not what the replay makes at ``now``: not kept)."""
+    stale = [d for d in document["diagnostics"] if d["kind"] == "stale"]
+    if not stale:
+        return True
+    calls = {c.row_id: c for m in built.history.messages for c in m.tool_calls}
+    for n, diagnostic in enumerate(stale):
+        call = calls.get(diagnostic["call_row_id"])
+        if call is None:
+            return False
+        detail, reason = diagnostic["detail"], diagnostic["reason"]
+        since = call.response_created_at or call.created_at
+        age, window = (now - since).total_seconds(), detail["freshness_seconds"]
+        name, function = call.external_id, call.function_name
+        if detail["age_seconds"] != age or reason != stale_message(
+            name, function, age_text(age), window
+        ):
+            return False
+        number, text = f"{prefix}f{n}", f"{prefix}t{n}"
+        slots[number], slots[text] = ("age", since), ("age_text", since)
+        marked.append((diagnostic, reason, age))
+        detail["age_seconds"] = number
+        diagnostic["reason"] = stale_message(name, function, text, window)
+    return True
+
+
+def _cut(
+    body: bytes, prefix: str, slots: dict[str, Slot]
+) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
+    """``body`` split at its markers: a number or ``as_of`` marker is a whole JSON string (its
+    quotes go with it; inside a longer string a quote would be escaped), an age's text marker
+    sits inside the message. Each marker must be found as many times as it was put (``as_of``
+    twice, the others once), and nowhere else."""
+    parts = body.split(prefix.encode("ascii"))
+    pieces: list[bytes] = [parts[0]]
+    order: list[Slot] = []
+    seen: dict[str, int] = {}
+    for part in parts[1:]:
+        digits = 1
+        while digits < len(part) and 48 <= part[digits] <= 57:  # the marker's number
+            digits += 1
+        name = prefix + part[:digits].decode("ascii", "replace")
+        slot = slots.get(name)
+        if slot is None or digits == 1:
+            return None
+        rest = part[digits:]
+        if slot[0] != "age_text":  # a whole JSON string: take its quotes off both sides
+            if not (pieces[-1].endswith(b'"') and rest.startswith(b'"')):
+                return None
+            pieces[-1], rest = pieces[-1][:-1], rest[1:]
+        seen[name] = seen.get(name, 0) + 1
+        order.append(slot)
+        pieces.append(rest)
+    expected = {name: 2 if kind == "as_of" else 1 for name, (kind, _t) in slots.items()}
+    return (tuple(pieces), tuple(order)) if seen == expected else None
+
+
+def render(pieces: tuple[bytes, ...], slots: tuple[Slot, ...], now: datetime) -> bytes:
+    """A cached answer's bytes at ``now``: its pieces with what it says of ``now`` between
+    them, as the replay and the encoders would say it (``as_of`` by ``isoformat``, an age as
+    ``json`` spells a float, its ``repr``, the message's age by ``age_text``)."""
+    if not slots:
+        return pieces[0]
+    parts = [pieces[0]]
+    as_of = as_of_json(now)
+    for (kind, since), piece in zip(slots, pieces[1:], strict=True):
+        if kind == "as_of":
+            parts.append(as_of)
+        else:
+            assert since is not None
+            age = (now - since).total_seconds()
+            word = repr(age) if kind == "age" else age_text(age)
+            parts.append(word.encode("ascii"))
+        parts.append(piece)
+    return b"".join(parts)
 
 
 def as_of_json(now: datetime) -> bytes:

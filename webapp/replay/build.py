@@ -65,6 +65,20 @@ call_order = attrgetter("round_index", "sequence_index", "row_id")
 round_of = attrgetter("round_index")
 
 
+def age_text(age: float) -> str:
+    """A stale result's age as its diagnostic's message says it (whole seconds)."""
+    return f"{age:.0f}"
+
+
+def stale_message(call_id: str, function_name: str, age: str, window: float) -> str:
+    """The message of a stale result's diagnostic, ``age`` as ``age_text`` spells it (the
+    replay cache writes a cached answer's ages in at each request: webapp.queries.replay_cache)."""
+    return (
+        f"The result of call '{call_id}' ({function_name}) is {age} s old, older than the "
+        f"{window:g} s freshness window; it is left out so the model calls the tool again."
+    )
+
+
 @dataclass(slots=True)
 class Plan:
     """Everything the later stages need: units, fixed parts and bookkeeping."""
@@ -376,9 +390,7 @@ class _Builder:
                         log.add(
                             pos,
                             "stale",
-                            f"The result of call '{c.external_id}' ({c.function_name}) is "
-                            f"{age:.0f} s old, older than the {window:g} s freshness window; "
-                            "it is left out so the model calls the tool again.",
+                            stale_message(c.external_id, c.function_name, age_text(age), window),
                             message_id=m.external_id,
                             round_index=round_index,
                             sequence_index=c.sequence_index,
