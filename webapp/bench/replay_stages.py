@@ -7,7 +7,9 @@ the rows), then runs the route's stages as the route does (GC paused, ``freshnes
 fixed "now") and prints the median and lowest ``time.process_time`` of each stage over
 ``runs`` runs (9 by default), and the answer's SHA-256: the figures of docs/replay.md "Speed".
 ``--profile`` prints a cProfile of one run instead; ``--cached`` the CPU of a request through
-the replay cache instead, cold (computed and kept) and warm (answered from the cache).
+the replay cache instead, uncached (``REPLAY_CACHE_MB=0``), cold (computed and kept) and warm
+(answered from the cache); ``--cached --stale`` the same with the default options, where every
+result is stale at that "now" (the cached answer has each age written in at each request).
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None) -> bytes:
     return body
 
 
-def run_cached(app: Flask, *, cold: bool) -> tuple[float, bytes]:
+def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, bytes]:
     """One request's CPU milliseconds through the replay cache (``webapp.queries.
     replay_cache``), from the conversation's record to the answer's bytes: cold (the cache
     emptied first: computed and kept) or warm (answered from the cache)."""
@@ -116,7 +118,7 @@ def run_cached(app: Flask, *, cold: bool) -> tuple[float, bytes]:
         assert conversation is not None
         body = replay_cache.answer(
             conversation,
-            ReplayQuery(freshness="off"),
+            query,
             "json",
             replay_cache.encode_json,
             now=NOW,
@@ -126,16 +128,22 @@ def run_cached(app: Flask, *, cold: bool) -> tuple[float, bytes]:
     return spent, body
 
 
-def main_cached(app: Flask, runs: int) -> None:
-    _, cold_body = run_cached(app, cold=True)  # warm-up
-    cold = [run_cached(app, cold=True)[0] for _ in range(runs)]
+def main_cached(app: Flask, runs: int, query: ReplayQuery) -> None:
+    from ..queries import replay_cache
+
+    cache = replay_cache.get_cache(app)
+    bound, cache.max_bytes = cache.max_bytes, 0
+    uncached = [run_cached(app, cold=True, query=query)[0] for _ in range(runs)]
+    cache.max_bytes = bound
+    _, cold_body = run_cached(app, cold=True, query=query)  # warm-up
+    cold = [run_cached(app, cold=True, query=query)[0] for _ in range(runs)]
     warm = []
     for _ in range(runs):
-        spent, body = run_cached(app, cold=False)
+        spent, body = run_cached(app, cold=False, query=query)
         assert body == cold_body
         warm.append(spent)
     print(f"load average {os.getloadavg()[0]:.2f}, {runs} runs, through the replay cache")
-    for name, values in (("cold", cold), ("warm", warm)):
+    for name, values in (("uncached", uncached), ("cold", cold), ("warm", warm)):
         print(f"  {name:<12} median {statistics.median(values):7.1f} ms   min {min(values):7.1f}")
 
 
@@ -151,7 +159,8 @@ def main(argv: list[str]) -> None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
         return
     if "--cached" in argv:
-        main_cached(app, runs)
+        stale = "--stale" in argv  # the default options: every result stale at NOW
+        main_cached(app, runs, ReplayQuery() if stale else ReplayQuery(freshness="off"))
         return
     stages: dict[str, list[float]] = {}
     for _ in range(runs):
