@@ -18,8 +18,8 @@ A replay's answer is a function of (see docs/replay.md, "The answer cache"):
   stored time with ``as_of`` (a row created later does not exist, a run still going is in
   progress, a result older than the window is stale) keeps its outcome until the next stored
   time or freshness deadline after the moment the answer was made: the entry expires there. A
-  stale result's diagnostic carries its age, which changes with every microsecond: such an
-  answer is not kept.
+  stale result's diagnostic carries its age, which changes with every microsecond: the ages too
+  are cut out of the kept bytes and written in at each request (``_pieces``, ``render``).
 
 An entry is used only when the conversation's revision, the replay state's version and the
 record are those it was made with, read by the request (one single-row statement besides the
