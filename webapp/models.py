@@ -206,9 +206,7 @@ class ToolDefinition(db.Model):
     __table_args__ = (UniqueConstraint("conversation_id", "name"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    conversation_id: Mapped[int] = mapped_column(
-        ForeignKey("conversation.id", ondelete="CASCADE")
-    )
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(Text)
     parameters: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -447,9 +445,7 @@ PG_SEARCH_DDL = (
 def is_search_object(name: str | None) -> bool:
     """The search objects above, which the models do not declare (Alembic's comparison of
     models and migrations leaves them out)."""
-    return bool(name) and (
-        name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN)
-    )
+    return bool(name) and (name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN))
 
 
 for _statement in SQLITE_SEARCH_DDL:
@@ -486,11 +482,6 @@ class ApiState(db.Model):
     version: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-# An upsert, so that a missing row (version 0) becomes 1.
-_BUMP = (
-    "INSERT INTO api_state (id, version) VALUES (1, 1) "
-    "ON CONFLICT (id) DO UPDATE SET version = api_state.version + 1"
-)
 # (table, event): the changes that bump the version.
 API_STATE_EVENTS = (
     ("api_key", "UPDATE OF key_hash, revoked_at, project_id"),
@@ -503,32 +494,50 @@ API_STATE_EVENTS = (
 )
 
 
-def _trigger_name(table: str, when: str) -> str:
-    return f"api_state_{table}_{when.split()[0].lower()}"
+def version_triggers(
+    state: str, events: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The SQLite and the PostgreSQL statements that make each (table, event) of ``events``
+    bump the one-row table ``state``'s version (api_state, replay_state). The migrations that
+    made them keep their own frozen copies."""
+    # An upsert, so that a missing row (version 0) becomes 1.
+    bump = (
+        f"INSERT INTO {state} (id, version) VALUES (1, 1) "
+        f"ON CONFLICT (id) DO UPDATE SET version = {state}.version + 1"
+    )
+
+    def name(table: str, when: str) -> str:
+        return f"{state}_{table}_{when.split()[0].lower()}"
+
+    sqlite = tuple(
+        f"CREATE TRIGGER IF NOT EXISTS {name(table, when)} AFTER {when} ON {table} "
+        f"BEGIN {bump}; END"
+        for table, when in events
+    )
+    # PostgreSQL: one statement-level trigger per change (one bump per statement, not per row).
+    postgresql = (
+        f"CREATE OR REPLACE FUNCTION {state}_bump() RETURNS trigger LANGUAGE plpgsql AS "
+        f"$$ BEGIN {bump}; RETURN NULL; END $$",
+        *(
+            f"CREATE OR REPLACE TRIGGER {name(table, when)} AFTER {when} ON {table} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {state}_bump()"
+            for table, when in events
+        ),
+    )
+    return sqlite, postgresql
 
 
-SQLITE_API_STATE_DDL = tuple(
-    f"CREATE TRIGGER IF NOT EXISTS {_trigger_name(table, when)} AFTER {when} ON {table} "
-    f"BEGIN {_BUMP}; END"
-    for table, when in API_STATE_EVENTS
-)
-# PostgreSQL: one statement-level trigger per change (one bump per statement, not per row).
-PG_API_STATE_DDL = (
-    "CREATE OR REPLACE FUNCTION api_state_bump() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$$ BEGIN {_BUMP}; RETURN NULL; END $$",
-    *(
-        f"CREATE OR REPLACE TRIGGER {_trigger_name(table, when)} AFTER {when} ON {table} "
-        "FOR EACH STATEMENT EXECUTE FUNCTION api_state_bump()"
-        for table, when in API_STATE_EVENTS
-    ),
-)
+def _after_create(sqlite: tuple[str, ...], postgresql: tuple[str, ...]) -> None:
+    """Run the statements after every table is made (create_all runs this even when the
+    tables existed, and the triggers name other tables)."""
+    for statement in sqlite:
+        event.listen(db.metadata, "after_create", DDL(statement).execute_if(dialect="sqlite"))
+    for statement in postgresql:
+        event.listen(db.metadata, "after_create", DDL(statement).execute_if(dialect="postgresql"))
 
-# After every table (create_all runs this even when the tables existed): the triggers name
-# api_key, project and redaction_rule. The migration runs the same statements.
-for _statement in SQLITE_API_STATE_DDL:
-    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="sqlite"))
-for _statement in PG_API_STATE_DDL:
-    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="postgresql"))
+
+SQLITE_API_STATE_DDL, PG_API_STATE_DDL = version_triggers("api_state", API_STATE_EVENTS)
+_after_create(SQLITE_API_STATE_DDL, PG_API_STATE_DDL)
 
 
 # --- What invalidates every cached replay at once ------------------------------------------
@@ -548,33 +557,6 @@ class ReplayState(db.Model):
     version: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-_REPLAY_BUMP = (
-    "INSERT INTO replay_state (id, version) VALUES (1, 1) "
-    "ON CONFLICT (id) DO UPDATE SET version = replay_state.version + 1"
-)
 REPLAY_STATE_EVENTS = (("conversation", "DELETE"),)
-
-
-def _replay_trigger_name(table: str, when: str) -> str:
-    return f"replay_state_{table}_{when.split()[0].lower()}"
-
-
-SQLITE_REPLAY_STATE_DDL = tuple(
-    f"CREATE TRIGGER IF NOT EXISTS {_replay_trigger_name(table, when)} AFTER {when} ON {table} "
-    f"BEGIN {_REPLAY_BUMP}; END"
-    for table, when in REPLAY_STATE_EVENTS
-)
-PG_REPLAY_STATE_DDL = (
-    "CREATE OR REPLACE FUNCTION replay_state_bump() RETURNS trigger LANGUAGE plpgsql AS "
-    f"$$ BEGIN {_REPLAY_BUMP}; RETURN NULL; END $$",
-    *(
-        f"CREATE OR REPLACE TRIGGER {_replay_trigger_name(table, when)} AFTER {when} ON {table} "
-        "FOR EACH STATEMENT EXECUTE FUNCTION replay_state_bump()"
-        for table, when in REPLAY_STATE_EVENTS
-    ),
-)
-
-for _statement in SQLITE_REPLAY_STATE_DDL:
-    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="sqlite"))
-for _statement in PG_REPLAY_STATE_DDL:
-    event.listen(db.metadata, "after_create", DDL(_statement).execute_if(dialect="postgresql"))
+SQLITE_REPLAY_STATE_DDL, PG_REPLAY_STATE_DDL = version_triggers("replay_state", REPLAY_STATE_EVENTS)
+_after_create(SQLITE_REPLAY_STATE_DDL, PG_REPLAY_STATE_DDL)
