@@ -4,7 +4,10 @@ reports every figure with zero errors; `--url` drives a running server; only loo
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -182,3 +185,18 @@ def test_the_redaction_section_reports_every_detector_in_ms_per_mib(monkeypatch)
         assert values["input_bytes"] == 64 * 1024
         assert values["worst_ms_per_mib"] == max(values["ms_per_mib"].values())
     assert "email: % run, one address" in figures["redaction: email"]["ms_per_mib"]
+
+
+def test_server_cpu_counts_the_workers_that_exited_during_the_run():
+    """gunicorn retires a worker after max_requests: what it did before it exited is still the
+    run's CPU (the reaped children's time of the master), not lost from the difference."""
+    from webapp.bench.server import worker_cpu_seconds
+
+    master = os.getpid()  # this process stands in for gunicorn's master
+    before = worker_cpu_seconds(master)
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)  # a worker that ran and exited
+    after = worker_cpu_seconds(master)
+    used = sum(after.values()) - sum(before.values())
+    assert 0.3 <= used < 5, used
+    assert after[master] - before.get(master, 0.0) >= 0.3  # under the master's own pid

@@ -330,18 +330,35 @@ def _workers(master_pid: int) -> list[Path]:
 
 
 def worker_cpu_seconds(master_pid: int) -> dict[int, float]:
-    """CPU time (user + system) each worker has used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """CPU time (user + system) each worker has used so far, by pid; under the master's own
+    pid, what the workers that have exited used (the master's reaped children's time).
+
+    gunicorn replaces a worker after ``max_requests``, several times in a long run: without
+    the exited workers' time a difference of two readings would leave out everything the
+    retired worker did (a run's CPU came out too low, once below zero)."""
     times = {}
     # The token pass process too: its CPU is part of what a call costs the server.
     for entry in _children(master_pid):
-        try:
-            # The command name (field 2) may hold spaces; the fields after it are fixed.
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+        fields = _stat_fields(entry)
+        if fields is not None:
+            times[int(entry.name)] = _seconds(fields[11], fields[12])  # utime, stime
+    master = _stat_fields(Path(f"/proc/{master_pid}"))
+    if master is not None:
+        times[master_pid] = _seconds(master[13], master[14])  # cutime, cstime
     return times
+
+
+def _stat_fields(entry: Path) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 first); None if gone."""
+    try:
+        # The command name (field 2) may hold spaces; the fields after it are fixed.
+        return (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _seconds(*ticks: str) -> float:
+    return sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK")
 
 
 def worker_memory(master_pid: int) -> list[WorkerMemory]:
