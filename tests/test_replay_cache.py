@@ -76,7 +76,8 @@ def fresh(app, project_id: int, cid: str, params: dict[str, str], now: datetime,
             conversation = find_conversation(project_id, external_id=cid)
             if conversation is None:
                 return 404, b""
-            loaded = load_history(conversation)
+            # Every row made again: the oracle does not share the worker's row memo.
+            loaded = load_history(conversation, reuse=False)
             query = parse_query(params)
             built = build_replay(
                 conversation,

@@ -6,8 +6,12 @@ replay bench's 10,000-call conversation in that database (once: migrations, the 
 the rows), then runs the route's stages as the route does (GC paused, ``freshness=off``, a
 fixed "now") and prints the median and lowest ``time.process_time`` of each stage over
 ``runs`` runs (9 by default), and the answer's SHA-256: the figures of docs/replay.md "Speed".
+Each run finds the rows the previous one read in the worker's row memo, as a replay after a
+write to the conversation does (``webapp.queries.row_memo``); ``--fresh-rows`` makes every row
+again.
 ``--profile`` prints a cProfile of one run instead; ``--cached`` the CPU of a request through
-the replay cache instead, uncached (``REPLAY_CACHE_MB=0``), cold (computed and kept) and warm
+the replay cache instead, uncached (``REPLAY_CACHE_MB=0``: no row memo either), cold (computed
+and kept, the rows from the memo) and warm
 (answered from the cache); ``--cached --stale`` the same with the default options, where every
 result is stale at that "now" (the cached answer has each age written in at each request).
 """
@@ -59,8 +63,10 @@ def prepared_app(url: str) -> Flask:
     return app
 
 
-def run_once(app: Flask, stages: dict[str, list[float]] | None) -> bytes:
-    """One request's stages; their CPU milliseconds appended to ``stages``."""
+def run_once(app: Flask, stages: dict[str, list[float]] | None, *, reuse: bool = True) -> bytes:
+    """One request's stages; their CPU milliseconds appended to ``stages``. ``reuse``: the
+    worker's row memo holds the conversation's rows from the previous run, as after a write
+    that added to the conversation (webapp.queries.row_memo); False: every row made again."""
     from ..api.replay import json_response  # the route's own encoder
 
     marks: list[tuple[str, float]] = []
@@ -73,7 +79,7 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None) -> bytes:
         mark("start")
         conversation = find_conversation(g.project.id, external_id=CID)
         assert conversation is not None
-        loaded = load_history(conversation)
+        loaded = load_history(conversation, reuse=reuse)
         mark("load")
         built = build_replay(
             conversation,
@@ -129,12 +135,13 @@ def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, by
 
 
 def main_cached(app: Flask, runs: int, query: ReplayQuery) -> None:
-    from ..queries import replay_cache
+    from ..queries import replay_cache, row_memo
 
-    cache = replay_cache.get_cache(app)
-    bound, cache.max_bytes = cache.max_bytes, 0
+    cache, memo = replay_cache.get_cache(app), row_memo.get_memo(app)
+    assert memo is not None
+    bound, cache.max_bytes, memo.max_bytes = cache.max_bytes, 0, 0
     uncached = [run_cached(app, cold=True, query=query)[0] for _ in range(runs)]
-    cache.max_bytes = bound
+    cache.max_bytes = memo.max_bytes = bound
     _, cold_body = run_cached(app, cold=True, query=query)  # warm-up
     cold = [run_cached(app, cold=True, query=query)[0] for _ in range(runs)]
     warm = []
@@ -162,10 +169,12 @@ def main(argv: list[str]) -> None:
         stale = "--stale" in argv  # the default options: every result stale at NOW
         main_cached(app, runs, ReplayQuery() if stale else ReplayQuery(freshness="off"))
         return
+    reuse = "--fresh-rows" not in argv
     stages: dict[str, list[float]] = {}
     for _ in range(runs):
-        run_once(app, stages)
-    print(f"load average {os.getloadavg()[0]:.2f}, {runs} runs")
+        run_once(app, stages, reuse=reuse)
+    rows = "rows reused from the previous run" if reuse else "every row made again"
+    print(f"load average {os.getloadavg()[0]:.2f}, {runs} runs, {rows}")
     for name, values in stages.items():
         print(f"  {name:<12} median {statistics.median(values):7.1f} ms   min {min(values):7.1f}")
 

@@ -58,6 +58,7 @@ from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import MAX_DEPTH, dumps
 from ..tokens import count_tokens, stored_counter
 from .records import ConversationRecord
+from .row_memo import Made, RowMemo, entry_bytes, get_memo
 
 TokenKeys = Literal["text", "row"]
 
@@ -100,23 +101,28 @@ class LoadedHistory:
         return stored_counter(self.stored_tokens, self.model)
 
 
-def load_history(conversation: ConversationRecord) -> LoadedHistory:
-    """One conversation as the replay reads it, with its stored counts by text."""
-    return load_histories([conversation], tokens="text")[conversation.id]
+def load_history(conversation: ConversationRecord, *, reuse: bool = True) -> LoadedHistory:
+    """One conversation as the replay reads it, with its stored counts by text. ``reuse``:
+    what the worker made of rows read back unchanged since its last replay of the conversation
+    is reused (webapp.queries.row_memo); False makes everything again."""
+    return load_histories([conversation], tokens="text", reuse=reuse)[conversation.id]
 
 
 def load_histories(
-    conversations: Sequence[ConversationRecord], *, tokens: TokenKeys | None = None
+    conversations: Sequence[ConversationRecord],
+    *,
+    tokens: TokenKeys | None = None,
+    reuse: bool = True,
 ) -> dict[int, LoadedHistory]:
     """The histories of ``conversations`` by row id, in four queries whatever their number and
-    size."""
+    size. ``reuse``: see :func:`load_history` (the replay's loads only, ``tokens="text"``)."""
     if not conversations:
         return {}
     ids = [c.id for c in conversations]
     # Filled in as the rows arrive; each history is put together once its rows are all read.
     loaded = {c.id: LoadedHistory(_empty_history(c)) for c in conversations}
     messages = _messages(ids, loaded, tokens)
-    calls = _tool_calls(ids, loaded, tokens)
+    calls = _tool_calls(ids, loaded, tokens, reuse)
     usage = _service_calls(ids, loaded, with_costs=tokens == "row")
     definitions = _definitions(ids)
     for c in conversations:
@@ -300,7 +306,7 @@ def _list_like(column: Any) -> ColumnElement[Any]:
 
 
 def _tool_calls(
-    ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None
+    ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None, reuse: bool
 ) -> dict[int, list[HistoryToolCall]]:
     """Tool calls by message row id, in (round, sequence) order; stored counts noted."""
     lists_only = tokens == "row"
@@ -352,10 +358,11 @@ def _tool_calls(
             ToolRow.sequence_index,
         )
     ).all()
+    if tokens == "text":
+        return _replay_calls(rows, loaded, utc, get_memo() if reuse else None)
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
     # Tuples unpacked rather than row attributes, inline rather than helpers: this loop runs
-    # once per call, 10,000 times for a long replay, and the replay's load time is measured
-    # (toolscope bench).
+    # once per call, 10,000 times for a long conversation.
     for (
         conversation_id,
         message_id,
@@ -376,19 +383,7 @@ def _tool_calls(
         has_response,
         response_bytes,
     ) in rows:
-        # The replay's compact text of the arguments: the key of their stored count, and what
-        # the replay sends (made once here rather than again by the replay and its checks).
-        compact = None
-        if arguments_json is None:
-            arguments = None
-        elif tokens == "text":
-            arguments, compact, known = _json_and_compact_known(arguments_json)
-            if arguments is None:  # JSON null: no arguments, as before
-                compact = None
-            elif known:
-                loaded[conversation_id].object_arguments.add(compact)
-        else:
-            arguments = _json_object(arguments_json)
+        arguments = None if arguments_json is None else _json_object(arguments_json)
         if lists_only:
             if response_tokens is None and text is not None:
                 # Not counted yet by the token pass: counted as the pass will count it; the
@@ -410,33 +405,11 @@ def _tool_calls(
                 text,
                 utc(response_created_at),
                 is_error,
-                # A list of what was redacted: JSON null or [] when nothing was.
-                redactions is not None
-                and redactions not in ("null", "[]")
-                and bool(_json_object(redactions)),
-                compact,
+                _was_redacted(redactions),
+                None,
             )
         )
-        if tokens == "text":
-            out = loaded[conversation_id]
-            # token_pass.PENDING: the pass will store a count here.
-            if (arguments_json is not None and arguments_tokens is None) or (
-                text is not None and response_tokens is None
-            ):
-                out.uncounted = True
-            stored = out.stored_tokens
-            # Not counted yet by the token pass: counted as the pass will (the message's model).
-            if text is not None:
-                if response_tokens is None:
-                    response_tokens = count_tokens(text, message_model)
-                stored[text] = response_tokens
-            if compact is not None:
-                if arguments_tokens is None:
-                    arguments_tokens = count_tokens(compact, message_model)
-                # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may
-                # hand the keys back in another order: same tokens, so the count still holds.
-                stored[compact] = arguments_tokens
-        elif tokens == "row":
+        if lists_only:
             if response_tokens is None and has_response and response_bytes is not None:
                 # Ingested without a count: a quarter of its size stands in (the text stays
                 # put).
@@ -447,6 +420,103 @@ def _tool_calls(
             out.argument_tokens[row_id] = arguments_tokens
             out.result_tokens[row_id] = response_tokens
     return calls
+
+
+def _was_redacted(redactions: str | None) -> bool:
+    # A list of what was redacted: JSON null or [] when nothing was.
+    if redactions is None or redactions in ("null", "[]"):
+        return False
+    return bool(_json_object(redactions))
+
+
+def _replay_calls(
+    rows: Sequence[Any],
+    loaded: dict[int, LoadedHistory],
+    utc: Callable[[Any], Any],
+    memo: RowMemo | None,
+) -> dict[int, list[HistoryToolCall]]:
+    """The replay's tool calls (tokens="text") by message row id; the stored counts, compact
+    argument texts and pending counts noted in ``loaded``. A row read back equal to what the
+    worker's row memo made an object of last time reuses it (webapp.queries.row_memo): the
+    Python below then runs only for rows new or changed since the conversation's last replay
+    (``memo`` None: every row is made)."""
+    calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
+    made_now: dict[int, dict[int, Made]] = {}
+    # The rows come grouped by conversation: what is kept for the current one, in locals.
+    current = None
+    previous: dict[int, Made] = {}
+    made_rows: dict[int, Made] = {}
+    out = LoadedHistory(History("", None, None, (), ()))
+    for row in rows:
+        values = tuple(row)
+        conversation_id, message_id, row_id = values[0], values[1], values[2]
+        if conversation_id != current:
+            current, out = conversation_id, loaded[conversation_id]
+            previous = memo.rows(conversation_id) if memo is not None else {}
+            made_rows = made_now.setdefault(conversation_id, {})
+        made = previous.get(row_id)
+        if made is None or made.row != values:
+            made = _make_replay_call(values, utc)
+        made_rows[row_id] = made
+        calls[message_id].append(made.call)
+        if made.uncounted:
+            out.uncounted = True
+        if made.response is not None:
+            out.stored_tokens[made.response] = made.response_tokens  # type: ignore[assignment]
+        if made.compact is not None:
+            out.stored_tokens[made.compact] = made.arguments_tokens  # type: ignore[assignment]
+            if made.known_object:
+                out.object_arguments.add(made.compact)
+    if memo is not None:
+        for conversation_id, kept in made_now.items():
+            memo.keep(conversation_id, kept, sum(m.size for m in kept.values()))
+    return calls
+
+
+def _make_replay_call(values: tuple[Any, ...], utc: Callable[[Any], Any]) -> Made:
+    """What the replay reads of one tool call row (the columns of ``_tool_calls``' select)."""
+    (_, _, row_id, external_id, function_name, arguments_json, round_index, sequence_index,
+     created_at, response_created_at, is_error, redactions, arguments_tokens, response_tokens,
+     message_model, text, _, _) = values  # fmt: skip
+    # The replay's compact text of the arguments: the key of their stored count, and what the
+    # replay sends (made once here rather than again by the replay and its checks).
+    compact = None
+    known = False
+    arguments = None
+    if arguments_json is not None:
+        arguments, compact, known = _json_and_compact_known(arguments_json)
+        if arguments is None:  # JSON null: no arguments, as before
+            compact = None
+            known = False
+    # token_pass.PENDING: the pass will store a count here.
+    uncounted = (arguments_json is not None and arguments_tokens is None) or (
+        text is not None and response_tokens is None
+    )
+    # Not counted yet by the token pass: counted as the pass will (the message's model).
+    if text is not None and response_tokens is None:
+        response_tokens = count_tokens(text, message_model)
+    # Ingestion counted the compact JSON the replay sends. PostgreSQL's JSONB may hand the
+    # keys back in another order: same tokens, so the count still holds.
+    if compact is not None and arguments_tokens is None:
+        arguments_tokens = count_tokens(compact, message_model)
+    call = _make_call(
+        row_id,
+        external_id,
+        function_name,
+        arguments,
+        round_index,
+        sequence_index,
+        utc(created_at),
+        text,
+        utc(response_created_at),
+        is_error,
+        _was_redacted(redactions),
+        compact,
+    )
+    size = entry_bytes(text, arguments_json, compact)
+    return Made(
+        values, call, text, compact, arguments_tokens, response_tokens, known, uncounted, size
+    )
 
 
 def _service_calls(
