@@ -200,3 +200,29 @@ def test_server_cpu_counts_the_workers_that_exited_during_the_run():
     used = sum(after.values()) - sum(before.values())
     assert 0.3 <= used < 5, used
     assert after[master] - before.get(master, 0.0) >= 0.3  # under the master's own pid
+
+
+def test_a_worker_retired_during_the_run_counts_only_what_it_did_during_the_run():
+    """Its time before the run was in the first reading under its own pid; after it exits, its
+    whole lifetime is in the master's reaped children's time: only the difference is the run's."""
+    from webapp.bench.sections import _cpu_used
+    from webapp.bench.server import worker_cpu_seconds
+
+    burn = (
+        "import sys, time\n"
+        "def burn(s):\n"
+        "    t = time.process_time()\n"
+        "    while time.process_time() - t < s: pass\n"
+        "burn(0.4); print('ready', flush=True); sys.stdin.readline(); burn(0.3)\n"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert worker.stdout.readline().strip() == "ready"  # its 0.4 s are before the run
+    master = os.getpid()  # this process stands in for gunicorn's master
+    before = worker_cpu_seconds(master)
+    assert before[worker.pid] >= 0.4
+    worker.communicate("go\n")  # the run: 0.3 s more, then it exits and is reaped
+    used = _cpu_used(before, master)
+    assert 0.3 <= sum(used) < 0.6, used  # not 0.7: the 0.4 s before the run are not the run's
+    assert used[0] >= 0.3  # reported as the retired workers' share

@@ -121,8 +121,12 @@ def test_a_row_id_given_again_is_read_as_the_new_row_and_a_deleted_row_leaves(
                 " created_at, 'a new row', :false, NULL, 3, token_method"
                 " FROM tool_invocation WHERE external_tool_call_id = 'call_1'"
             ),
-            {"id": row.id, "project_id": row.project_id, "message_id": row.message_id,
-             "false": False},  # fmt: skip
+            {
+                "id": row.id,
+                "project_id": row.project_id,
+                "message_id": row.message_id,
+                "false": False,
+            },
         )
         db.session.commit()
         after = _load(project_id)
@@ -143,7 +147,8 @@ def test_a_row_id_given_again_is_read_as_the_new_row_and_a_deleted_row_leaves(
 
 def test_the_memo_is_bounded_and_keeps_the_latest_load_of_a_conversation():
     def made(size: int) -> dict[int, Made]:
-        return {1: Made((), None, None, None, None, None, False, False, size)}  # type: ignore[arg-type]
+        entry = Made((), None, None, None, None, None, False, False, size)  # type: ignore[arg-type]
+        return {1: entry}
 
     memo = RowMemo(max_bytes=1000)
     memo.keep(1, made(400), 400)

@@ -148,7 +148,11 @@ def ingest_section(ctx: BenchContext) -> list[Figure]:
             f"; client CPU {result.client_cpu_share:.0%} of a core per process)"
         )
         if server_cpu:
-            split = "/".join(f"{share:.0%}" for share in values["worker_cpu_split"])
+            # The first share is the workers retired during the run (see _cpu_used).
+            retired, *shares = values["worker_cpu_split"]
+            split = "/".join(f"{share:.0%}" for share in shares)
+            if retired:
+                split += f", retired {retired:.0%}"
             text += (
                 f"   server: {values['server_cores_busy']:.2f} cores busy (workers {split}),"
                 f" {values['calls_per_server_cpu_second']:,.0f} calls per CPU-second"
@@ -183,11 +187,17 @@ def _read_cpu(into: dict[int, float], master_pid: int | None) -> None:
 
 
 def _cpu_used(before: dict[int, float], master_pid: int | None) -> list[float]:
-    """CPU seconds each worker spent since `before` (workers that appeared since count fully)."""
+    """CPU seconds each worker spent since `before` (workers that appeared since count fully),
+    and first, what the workers that exited meanwhile spent since `before` (their whole time
+    is now the master's reaped children's time, less what `before` had of it)."""
     if not master_pid or not before:
         return []
     after = worker_cpu_seconds(master_pid)
-    used = [after[pid] - before.get(pid, 0.0) for pid in sorted(after)]
+    exited = sum(t for pid, t in before.items() if pid not in after)
+    retired = after.get(master_pid, 0.0) - before.get(master_pid, 0.0) - exited
+    used = [retired] + [
+        after[pid] - before.get(pid, 0.0) for pid in sorted(after) if pid != master_pid
+    ]
     return used if sum(used) > 0 else []
 
 
