@@ -586,7 +586,7 @@ def test_the_cache_keeps_under_its_bound_least_recently_used_out_first() -> None
     for key in ("a", "b", "c"):
         cache.put((key,), entry)
     assert [k for (k,) in cache._entries] == ["b", "c"]
-    assert cache.get(("b",), (1, 0), record, T0) == b"x" * 40
+    assert cache.get(("b",), (1, 0), record, T0) == (b"x" * 40,)
     cache.put(("d",), entry)
     assert [k for (k,) in cache._entries] == ["b", "d"]
     cache.put(("e",), replay_cache.Entry((1, 0), record, (b"x" * 101,), (), None, None))

@@ -129,4 +129,4 @@ def json_response(document: dict[str, Any], *, text_messages: bool = False) -> R
     (``ReplayResult.text_messages``), so the encoder's walk leaves it out."""
     if not plain_json():  # another provider or indented output (debug): Flask's own path
         return jsonify(document)
-    return body_response(dumps_json(document, text_messages=text_messages))
+    return body_response((dumps_json(document, text_messages=text_messages),))

@@ -122,7 +122,7 @@ def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, by
         started = time.process_time()
         conversation = find_conversation(g.project.id, external_id=CID)
         assert conversation is not None
-        body = replay_cache.answer(
+        chunks = replay_cache.answer(
             conversation,
             query,
             "json",
@@ -131,7 +131,7 @@ def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, by
         )
         spent = (time.process_time() - started) * 1000
         db.session.remove()
-    return spent, body
+    return spent, b"".join(chunks)
 
 
 def main_cached(app: Flask, runs: int, query: ReplayQuery) -> None:

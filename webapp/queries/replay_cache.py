@@ -63,8 +63,12 @@ State = tuple[int, int]
 # result's age in seconds, now - t, as a JSON number; ("age_text", t) the same age as its
 # diagnostic's message spells it.
 Slot = tuple[Literal["as_of", "age", "age_text"], datetime | None]
-# A piece of a cached answer: bytes, or a view of the encoded answer it was cut from.
-Piece = bytes | memoryview
+# An answer's body as the chunks it is sent in (a WSGI body iterable): a cached answer's pieces
+# with what it says of "now" between them, sent without being joined into a copy first.
+Body = tuple[bytes, ...]
+# At most this many slots (as_of's two, a few stale ages), the pieces are sent as they are;
+# more, and they are joined: a socket write per piece would cost more than the copy.
+MAX_SENT_SLOTS = 8
 
 _STATE = select(
     Conversation.revision,
@@ -87,7 +91,7 @@ class Entry:
     record: ConversationRecord
     # The answer's bytes, cut where it says something of "now" when as_of is "now" (one piece
     # otherwise); slots[i] is what goes between pieces[i] and pieces[i + 1].
-    pieces: tuple[Piece, ...]
+    pieces: tuple[bytes, ...]
     slots: tuple[Slot, ...]
     # as_of=now: the answer holds for now in [made_at, expires) (expires None: no deadline).
     made_at: datetime | None
@@ -97,7 +101,7 @@ class Entry:
     def size(self) -> int:
         return sum(len(p) for p in self.pieces)
 
-    def body(self, now: datetime) -> bytes:
+    def body(self, now: datetime) -> Body:
         return render(self.pieces, self.slots, now)
 
     def holds_at(self, now: datetime) -> bool:
@@ -124,7 +128,7 @@ class ReplayCache:
 
     def get(
         self, key: tuple[Any, ...], state: State, record: ConversationRecord, now: datetime
-    ) -> bytes | None:
+    ) -> Body | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -227,23 +231,24 @@ def without_messages(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "payload": {**payload, key: []}}
 
 
-def body_response(body: bytes) -> Response:
-    """An encoded JSON answer, sent as it is, in one piece (what ``jsonify`` sends)."""
-    # A one-item list: Response(bytes) would be fine too; the list keeps werkzeug from
-    # touching the body, and the length is known.
-    response = Response([body], mimetype=current_app.json.mimetype)
-    response.content_length = len(body)
+def body_response(body: Body) -> Response:
+    """An encoded JSON answer, sent as its chunks are (the bytes ``jsonify`` sends)."""
+    # A list: werkzeug then sends the chunks as they are, and the length is known.
+    response = Response(list(body), mimetype=current_app.json.mimetype)
+    response.content_length = sum(map(len, body))
     return response
 
 
-def download_response(body: bytes, filename: str) -> Response:
+def download_response(body: Body, filename: str) -> Response:
     """The download's answer: what ``Response(export_file text)`` with its attachment header
     sends."""
-    return Response(
-        body,
+    response = Response(
+        list(body),
         mimetype="application/json",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
+    response.content_length = sum(map(len, body))
+    return response
 
 
 def download_encoder(conversation: ConversationRecord) -> Encoder:
@@ -262,13 +267,13 @@ def answer(
     encode: Encoder,
     *,
     now: datetime,
-) -> bytes:
+) -> Body:
     """The body of the replay's answer, from the cache when it holds (raises the replay's
     ``OptionError`` as ``build_replay`` does)."""
     cache = get_cache()
     if not cache.enabled:
         built = build(conversation, load_history(conversation), query, now)
-        return encode(built.document(), built)
+        return (encode(built.document(), built),)
     key = (conversation.id, variant, query)
     state = read_state(conversation.id)
     if state is not None:
@@ -280,14 +285,14 @@ def answer(
     document = built.document()
     time_bound = query.as_of == "now"
     if state is None or loaded.uncounted:
-        return encode(document, built)
+        return (encode(document, built),)
     if not time_bound:
         body = encode(document, built)
         _put(cache, key, state, conversation, ((body,), ()), None, None)
-        return body
+        return (body,)
     cut = _pieces(document, built, encode, now)
     if cut is None:
-        return encode(document, built)
+        return (encode(document, built),)
     expires = next_change(loaded.history, built.options.freshness_seconds, now)
     if expires is None or expires > now:
         _put(cache, key, state, conversation, cut, now, expires)
@@ -299,7 +304,7 @@ def _put(
     key: tuple[Any, ...],
     state: State | None,
     conversation: ConversationRecord,
-    cut: tuple[tuple[Piece, ...], tuple[Slot, ...]],
+    cut: tuple[tuple[bytes, ...], tuple[Slot, ...]],
     made_at: datetime | None,
     expires: datetime | None,
 ) -> None:
@@ -312,7 +317,7 @@ def _put(
 
 def _pieces(
     document: dict[str, Any], built: BuiltReplay, encode: Encoder, now: datetime
-) -> tuple[tuple[Piece, ...], tuple[Slot, ...]] | None:
+) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
     """The answer's bytes cut where it says something of "now": ``as_of`` and ``stats.as_of``,
     and each stale result's age (its diagnostic's ``detail.age_seconds`` and message). The
     document is encoded with random markers there instead (and put back as it was). None (the
@@ -370,15 +375,14 @@ def _mark_ages(
 
 def _cut(
     body: bytes, prefix: str, slots: dict[str, Slot]
-) -> tuple[tuple[Piece, ...], tuple[Slot, ...]] | None:
+) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
     """``body`` split at its markers: a number or ``as_of`` marker is a whole JSON string (its
     quotes go with it; inside a longer string a quote would be escaped), an age's text marker
     sits inside the message. Each marker must be found as many times as it was put (``as_of``
-    twice, the others once), and nowhere else. The pieces are views of ``body``, not copies
-    (an 11 MB answer was copied three times here: 20 ms of a cold replay)."""
+    twice, the others once), and nowhere else. Each byte is copied once (an 11 MB answer was
+    copied three times here: 20 ms of a cold replay)."""
     marker = prefix.encode("ascii")
-    view = memoryview(body)
-    pieces: list[Piece] = []
+    pieces: list[bytes] = []
     order: list[Slot] = []
     seen: dict[str, int] = {}
     start = 0  # where the piece being cut begins
@@ -395,23 +399,25 @@ def _cut(
             if not (at > start and body[at - 1] == 34 and body[end : end + 1] == b'"'):
                 return None
             at, end = at - 1, end + 1
-        pieces.append(view[start:at])
+        pieces.append(body[start:at])
         seen[name] = seen.get(name, 0) + 1
         order.append(slot)
         start = end
         at = body.find(marker, start)
-    pieces.append(view[start:])
+    pieces.append(body[start:])
     expected = {name: 2 if kind == "as_of" else 1 for name, (kind, _t) in slots.items()}
     return (tuple(pieces), tuple(order)) if seen == expected else None
 
 
-def render(pieces: tuple[Piece, ...], slots: tuple[Slot, ...], now: datetime) -> bytes:
-    """A cached answer's bytes at ``now``: its pieces with what it says of ``now`` between
+def render(pieces: tuple[bytes, ...], slots: tuple[Slot, ...], now: datetime) -> Body:
+    """A cached answer's body at ``now``: its pieces with what it says of ``now`` between
     them, as the replay and the encoders would say it (``as_of`` by ``isoformat``, an age as
-    ``json`` spells a float, its ``repr``, the message's age by ``age_text``)."""
+    ``json`` spells a float, its ``repr``, the message's age by ``age_text``). The pieces are
+    not copied (the answer is in memory once, in the cache), unless there are more than
+    ``MAX_SENT_SLOTS`` slots."""
     if not slots:
-        return bytes(pieces[0])  # the bytes themselves when they are bytes
-    parts: list[Piece] = [pieces[0]]
+        return pieces
+    parts = [pieces[0]]
     as_of = as_of_json(now)
     for (kind, since), piece in zip(slots, pieces[1:], strict=True):
         if kind == "as_of":
@@ -422,7 +428,9 @@ def render(pieces: tuple[Piece, ...], slots: tuple[Slot, ...], now: datetime) ->
             word = repr(age) if kind == "age" else age_text(age)
             parts.append(word.encode("ascii"))
         parts.append(piece)
-    return b"".join(parts)
+    if len(slots) > MAX_SENT_SLOTS:
+        return (b"".join(parts),)
+    return tuple(parts)
 
 
 def as_of_json(now: datetime) -> bytes:

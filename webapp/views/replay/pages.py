@@ -216,9 +216,9 @@ def _build_preview(
 
 def _cached(
     conversation: ConversationRecord, variant: replay_cache.Variant, encode: replay_cache.Encoder
-) -> bytes | OptionError:
-    """The export document's bytes for the request's options, through the replay cache; an
-    unusable option is returned."""
+) -> replay_cache.Body | OptionError:
+    """The export document's bytes (the chunks to send) for the request's options, through
+    the replay cache; an unusable option is returned."""
     try:
         query = parse_query(form_params(request.args))
         return replay_cache.answer(conversation, query, variant, encode, now=utcnow())
