@@ -198,8 +198,8 @@ def test_server_cpu_counts_the_workers_that_exited_during_the_run():
     subprocess.run([sys.executable, "-c", burn], check=True)  # a worker that ran and exited
     after = worker_cpu_seconds(master)
     used = sum(after.values()) - sum(before.values())
-    assert 0.3 <= used < 5, used
-    assert after[master] - before.get(master, 0.0) >= 0.3  # under the master's own pid
+    assert 0.25 <= used < 5, used  # /proc counts in 10 ms ticks
+    assert after[master] - before.get(master, 0.0) >= 0.25  # under the master's own pid
 
 
 def test_a_worker_retired_during_the_run_counts_only_what_it_did_during_the_run():
@@ -215,14 +215,19 @@ def test_a_worker_retired_during_the_run_counts_only_what_it_did_during_the_run(
         "    while time.process_time() - t < s: pass\n"
         "burn(0.4); print('ready', flush=True); sys.stdin.readline(); burn(0.3)\n"
     )
-    worker = subprocess.Popen(
+    # /proc counts in clock ticks (10 ms): the bounds leave a tick or two either way.
+    with subprocess.Popen(
         [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert worker.stdout.readline().strip() == "ready"  # its 0.4 s are before the run
-    master = os.getpid()  # this process stands in for gunicorn's master
-    before = worker_cpu_seconds(master)
-    assert before[worker.pid] >= 0.4
-    worker.communicate("go\n")  # the run: 0.3 s more, then it exits and is reaped
+    ) as worker:
+        try:
+            assert worker.stdout.readline().strip() == "ready"  # its 0.4 s are before the run
+            master = os.getpid()  # this process stands in for gunicorn's master
+            before = worker_cpu_seconds(master)
+            assert before[worker.pid] >= 0.35
+            worker.communicate("go\n")  # the run: 0.3 s more, then it exits and is reaped
+        finally:
+            worker.kill()  # nothing if it is gone already
     used = _cpu_used(before, master)
-    assert 0.3 <= sum(used) < 0.6, used  # not 0.7: the 0.4 s before the run are not the run's
-    assert used[0] >= 0.3  # reported as the retired workers' share
+    # Not 0.7: the 0.4 s before the run are not the run's.
+    assert 0.25 <= sum(used) < 0.6, used
+    assert used[0] >= 0.25  # reported as the retired workers' share
