@@ -8,9 +8,10 @@
   inserts: a few statements, no per-row ORM), then ``GET /api/v1/conversations/<cid>/replay``
   over one keep-alive connection, one request at a time: loading (five queries), the replay with
   the token counts stored at ingestion, validation, the naive-replay check and the JSON answer.
-  p50/p95 latency of the measured requests after one warm-up request, twice: **cold**, the
-  conversation's revision bumped before each request (as a write would: the answer is computed
-  again), and **warm**, repeated (the worker's replay cache answers).
+  p50/p95 latency of the measured requests after one warm-up request, twice: **cold**, one
+  assistant message with one tool call appended before each request (a write: the conversation's
+  revision moves, the answer is computed again, the worker's row memo reuses the unchanged
+  rows), and **warm**, repeated (the worker's replay cache answers).
 
 The stored rows carry chars/4 token counts (``token_method`` ``heuristic:chars/4``), which the
 replay reads like tiktoken's: what matters here is that a count is stored, not its value.
@@ -18,16 +19,18 @@ replay reads like tiktoken's: what matters here is that a count is stored, not i
 
 from __future__ import annotations
 
+import functools
 import http.client
+import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert, select, update
 
 from ..replay import History, ReplayOptions, make_synthetic_history, replay
 from ..replay.gc_pause import gc_paused
@@ -114,9 +117,9 @@ def core_figures(ctx: BenchContext) -> list[Figure]:
 
 
 def api_figures(ctx: BenchContext) -> list[Figure]:
-    """The same GET measured twice: cold (the conversation's revision is bumped before each
-    request, as a write would, so each answer is computed again) and warm (repeated: the
-    worker's replay cache answers, see webapp.queries.replay_cache)."""
+    """The same GET measured twice: cold (a call is appended before each request, as a write
+    would, so each answer is computed again) and warm (repeated: the worker's replay cache
+    answers, see webapp.queries.replay_cache)."""
     assert ctx.server is not None and ctx.server_database_url is not None
     cid = f"{ctx.run_id}-replay"
     ctx.say(f"  replay API: storing a {API_CALLS:,}-call conversation ...")
@@ -125,9 +128,9 @@ def api_figures(ctx: BenchContext) -> list[Figure]:
     figures = []
     engine = create_engine(ctx.server_database_url)
     try:
-        for label, bump in (("cold", True), ("warm", False)):
+        append = functools.partial(_append_call, engine, cid, itertools.count())
+        for label, before in (("cold", append), ("warm", None)):
             ctx.say(f"  replay API ({label}): GET /api/v1/conversations/{{cid}}/replay ...")
-            before = (lambda: _bump_revision(engine, cid)) if bump else None
             measured = get_replays(ctx, cid, before=before)
             figures.append(_api_figure(ctx, label, *measured))
     finally:
@@ -135,12 +138,62 @@ def api_figures(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-def _bump_revision(engine: Any, cid: str) -> None:
-    """What a write to the conversation does to its cached answers (outside the timing)."""
+def _append_call(engine: Any, cid: str, numbers: Iterator[int]) -> None:
+    """What a write does before a cold request (outside the timing): one more assistant
+    message with one counted tool call, and the conversation's revision and ``updated_at``
+    bumped in the same transaction, as the write paths do. The answer is computed again; the
+    worker's row memo makes the new call's row and reuses the 10,000 others."""
+    from ..db import utcnow
+    from ..sql import CONVERSATION, MESSAGE, TOOL
+
+    n, now = next(numbers), utcnow()
     with engine.begin() as conn:
+        conversation_id, project_id = conn.execute(
+            select(CONVERSATION.c.id, CONVERSATION.c.project_id).where(
+                CONVERSATION.c.external_id == cid
+            )
+        ).one()
+        message_id = conn.execute(
+            insert(MESSAGE).returning(MESSAGE.c.id),
+            {
+                "project_id": project_id,
+                "external_id": f"{cid}-appended-{n}",
+                "conversation_id": conversation_id,
+                "role": "assistant",
+                "content": f"Appended answer {n}.",
+                "created_at": now,
+                "status": "completed",
+                # As the synthetic history's messages: no model, so the texts the replay counts
+                # itself (compacted results, names) are counted as before the write.
+                "model": None,
+                "content_tokens": 5,
+            },
+        ).scalar_one()
+        response = f"appended result {n}"
         conn.execute(
-            text("UPDATE conversation SET revision = revision + 1 WHERE external_id = :cid"),
-            {"cid": cid},
+            insert(TOOL),
+            {
+                "project_id": project_id,
+                "message_id": message_id,
+                "round_index": 0,
+                "sequence_index": 0,
+                "external_tool_call_id": f"appended_{n}",
+                "function_name": "search",
+                "arguments": {"q": f"appended {n}"},
+                "created_at": now,
+                "response": response,
+                "response_created_at": now,
+                "is_error": False,
+                "arguments_tokens": 5,
+                "response_tokens": _tokens(response),
+                "token_method": "heuristic:chars/4",
+                "response_bytes": len(response),
+            },
+        )
+        conn.execute(
+            update(CONVERSATION)
+            .where(CONVERSATION.c.id == conversation_id)
+            .values(revision=CONVERSATION.c.revision + 1, updated_at=now)
         )
 
 
