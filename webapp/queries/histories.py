@@ -361,28 +361,12 @@ def _tool_calls(
     if tokens == "text":
         return _replay_calls(rows, loaded, utc, get_memo() if reuse else None)
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)
-    # Tuples unpacked rather than row attributes, inline rather than helpers: this loop runs
-    # once per call, 10,000 times for a long conversation.
-    for (
-        conversation_id,
-        message_id,
-        row_id,
-        external_id,
-        function_name,
-        arguments_json,
-        round_index,
-        sequence_index,
-        created_at,
-        response_created_at,
-        is_error,
-        redactions,
-        arguments_tokens,
-        response_tokens,
-        message_model,
-        text,
-        has_response,
-        response_bytes,
-    ) in rows:
+    # Tuples unpacked rather than row attributes: this loop runs once per call, 10,000 times for
+    # a long conversation (the charts').
+    for row in rows:
+        (conversation_id, message_id, row_id, _, _, arguments_json, _, _, _, _, _, _,
+         arguments_tokens, response_tokens, message_model, text, has_response,
+         response_bytes) = row  # fmt: skip
         arguments = None if arguments_json is None else _json_object(arguments_json)
         if lists_only:
             if response_tokens is None and text is not None:
@@ -393,22 +377,7 @@ def _tool_calls(
                     text = None
             if text is None and has_response:
                 text = ""
-        calls[message_id].append(
-            _make_call(
-                row_id,
-                external_id,
-                function_name,
-                arguments,
-                round_index,
-                sequence_index,
-                utc(created_at),
-                text,
-                utc(response_created_at),
-                is_error,
-                _was_redacted(redactions),
-                None,
-            )
-        )
+        calls[message_id].append(_history_call(row, utc, arguments, text, None))
         if lists_only:
             if response_tokens is None and has_response and response_bytes is not None:
                 # Ingested without a count: a quarter of its size stands in (the text stays
@@ -420,6 +389,31 @@ def _tool_calls(
             out.argument_tokens[row_id] = arguments_tokens
             out.result_tokens[row_id] = response_tokens
     return calls
+
+
+def _history_call(
+    row: Sequence[Any],
+    utc: Callable[[Any], Any],
+    arguments: Any,
+    text: str | None,
+    compact: str | None,
+) -> HistoryToolCall:
+    """The replay's ``ToolCall`` of a row of ``_tool_calls``' select, with its arguments,
+    result text and compact arguments JSON as the caller made them."""
+    return _make_call(
+        row[2],  # id
+        row[3],  # external_tool_call_id
+        row[4],  # function_name
+        arguments,
+        row[6],  # round_index
+        row[7],  # sequence_index
+        utc(row[8]),  # created_at
+        text,
+        utc(row[9]),  # response_created_at
+        row[10],  # is_error
+        _was_redacted(row[11]),
+        compact,
+    )
 
 
 def _was_redacted(redactions: str | None) -> bool:
@@ -475,8 +469,7 @@ def _replay_calls(
 
 def _make_replay_call(values: tuple[Any, ...], utc: Callable[[Any], Any]) -> Made:
     """What the replay reads of one tool call row (the columns of ``_tool_calls``' select)."""
-    (_, _, row_id, external_id, function_name, arguments_json, round_index, sequence_index,
-     created_at, response_created_at, is_error, redactions, arguments_tokens, response_tokens,
+    (_, _, _, _, _, arguments_json, _, _, _, _, _, _, arguments_tokens, response_tokens,
      message_model, text, _, _) = values  # fmt: skip
     # The replay's compact text of the arguments: the key of their stored count, and what the
     # replay sends (made once here rather than again by the replay and its checks).
@@ -499,20 +492,7 @@ def _make_replay_call(values: tuple[Any, ...], utc: Callable[[Any], Any]) -> Mad
     # keys back in another order: same tokens, so the count still holds.
     if compact is not None and arguments_tokens is None:
         arguments_tokens = count_tokens(compact, message_model)
-    call = _make_call(
-        row_id,
-        external_id,
-        function_name,
-        arguments,
-        round_index,
-        sequence_index,
-        utc(created_at),
-        text,
-        utc(response_created_at),
-        is_error,
-        _was_redacted(redactions),
-        compact,
-    )
+    call = _history_call(values, utc, arguments, text, compact)
     size = entry_bytes(text, arguments_json, compact)
     return Made(
         values, call, text, compact, arguments_tokens, response_tokens, known, uncounted, size
