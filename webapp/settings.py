@@ -157,7 +157,9 @@ SETTINGS: tuple[Setting, ...] = (
         64.0,
         "Memory each web worker may give to answers of the replay API and the preview's JSON "
         "and download, kept for when the same replay is asked again and nothing it depends on "
-        "changed (filled by replays only; see docs/replay.md); 0 turns it off.",
+        "changed, and as much again to what it made of the tool call rows it loaded, reused by "
+        "the next replay of the conversation for the rows that read back unchanged (both filled "
+        "by replays only; see docs/replay.md); 0 turns both off.",
         float,
     ),
     Setting(
