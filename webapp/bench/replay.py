@@ -163,9 +163,7 @@ def _append_call(engine: Any, cid: str, numbers: Iterator[int]) -> None:
                 "content": f"Appended answer {n}.",
                 "created_at": now,
                 "status": "completed",
-                # As the synthetic history's messages: no model, so the texts the replay counts
-                # itself (compacted results, names) are counted as before the write.
-                "model": None,
+                "model": None,  # as the synthetic history's messages
                 "content_tokens": 5,
             },
         ).scalar_one()
