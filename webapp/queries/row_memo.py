@@ -15,8 +15,8 @@ again, and a row id reused by SQLite after a delete carries other values.
 Reused objects are shared between requests and threads: the replay library never changes its
 input (``History`` and its rows are frozen; nothing writes into an argument dict).
 
-Bounded per worker by ``REPLAY_CACHE_MB`` (an estimate of the bytes held beyond the row texts,
-which the made objects share with the row, plus those texts); least recently loaded
+Bounded per worker by ``REPLAY_CACHE_MB``, on an estimate of what it holds (:func:`entry_bytes`:
+the texts, the parsed arguments and a fixed overhead per row); the least recently loaded
 conversations go first; 0 turns it off.
 """
 
