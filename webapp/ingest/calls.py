@@ -55,10 +55,9 @@ class PreparedCall:
     field: str
     row: dict[str, Any]  # tool_invocation columns (arguments as a dict)
     arguments_json: str | None
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return self.row["round_index"], self.row["sequence_index"]
+    # (round_index, sequence_index) of ``row``: made once, where a write looks it up six times
+    # per call (a property made the tuple each time: ~2 µs of a call's ~55).
+    key: tuple[int, int]
 
 
 def prepare_calls(
@@ -162,7 +161,9 @@ def _prepare_call(
         "token_method": None,
         "response_bytes": response_bytes,
     }
-    return PreparedCall(draft.field, row, arguments_json)
+    return PreparedCall(
+        draft.field, row, arguments_json, (draft.round_index, draft.sequence_index)
+    )
 
 
 def _differences(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
