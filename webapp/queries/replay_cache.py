@@ -233,20 +233,19 @@ def without_messages(document: dict[str, Any]) -> dict[str, Any]:
 
 def body_response(body: Body) -> Response:
     """An encoded JSON answer, sent as its chunks are (the bytes ``jsonify`` sends)."""
-    # A list: werkzeug then sends the chunks as they are, and the length is known.
-    response = Response(list(body), mimetype=current_app.json.mimetype)
-    response.content_length = sum(map(len, body))
-    return response
+    return _chunks_response(body, current_app.json.mimetype)
 
 
 def download_response(body: Body, filename: str) -> Response:
     """The download's answer: what ``Response(export_file text)`` with its attachment header
     sends."""
-    response = Response(
-        list(body),
-        mimetype="application/json",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return _chunks_response(body, "application/json", disposition)
+
+
+def _chunks_response(body: Body, mimetype: str, headers: dict[str, str] | None = None) -> Response:
+    # A list: werkzeug then sends the chunks as they are, and the length is known.
+    response = Response(list(body), mimetype=mimetype, headers=headers)
     response.content_length = sum(map(len, body))
     return response
 
