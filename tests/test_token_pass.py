@@ -156,7 +156,12 @@ def test_the_background_pass_counts_new_rows_and_only_one_worker_runs_it(
     second = TokenPass(0.02, lock, batch_rows=4)
     first.start(app)
     try:
-        time.sleep(0.1)  # the first takes the lock
+        # The pass runs at the lowest CPU priority: on a busy machine its first try at the lock
+        # can take longer than any fixed sleep, so the test waits until it holds it.
+        deadline = time.monotonic() + 30
+        while first._lock_file is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first._lock_file is not None
         second.start(app)
         post_many(client, project_key, 2)
         deadline = time.monotonic() + 30
