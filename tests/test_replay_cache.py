@@ -371,7 +371,7 @@ class ReplayCacheMachine(RuleBasedStateMachine):
     def to_an_expiry(self, data, delta) -> None:
         """The clock to just before, at or after the moment an entry expires."""
         cache = replay_cache.get_cache(self.app)
-        moments = sorted({e.expires for e in cache._entries.values() if e.expires is not None})
+        moments = sorted({e.expires for e in cache.values() if e.expires is not None})
         if moments:
             # An index drawn from a fixed range: the draw does not depend on how many there are.
             moment = moments[data.draw(st.integers(0, 7)) % len(moments)]
@@ -585,12 +585,12 @@ def test_the_cache_keeps_under_its_bound_least_recently_used_out_first() -> None
     entry = replay_cache.Entry((1, 0), record, (b"x" * 40,), (), None, None)
     for key in ("a", "b", "c"):
         cache.put((key,), entry)
-    assert [k for (k,) in cache._entries] == ["b", "c"]
+    assert [k for (k,) in cache.order()] == ["b", "c"]
     assert cache.get(("b",), (1, 0), record, T0) == (b"x" * 40,)
     cache.put(("d",), entry)
-    assert [k for (k,) in cache._entries] == ["b", "d"]
+    assert [k for (k,) in cache.order()] == ["b", "d"]
     cache.put(("e",), replay_cache.Entry((1, 0), record, (b"x" * 101,), (), None, None))
-    assert ("e",) not in cache._entries  # larger than the whole cache: not kept
+    assert ("e",) not in cache.order()  # larger than the whole cache: not kept
 
 
 # --- The clock: when an answer as of now stops holding --------------------------------------

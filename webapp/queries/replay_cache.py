@@ -33,8 +33,6 @@ used entries go first); 0 turns it off.
 from __future__ import annotations
 
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -55,6 +53,7 @@ from ..replay.jsonfast import dumps_ascii
 from ..tokens import STORED_COUNTER
 from .histories import LoadedHistory, load_history
 from .records import ConversationRecord
+from .sized_lru import SizedLRU, budget_bytes
 
 Variant = Literal["json", "download"]
 # (revision, replay_state version) as one request read them.
@@ -110,15 +109,12 @@ class Entry:
         return self.made_at <= now and (self.expires is None or now < self.expires)
 
 
-class ReplayCache:
+class ReplayCache(SizedLRU[tuple[Any, ...], Entry]):
     """Encoded answers by (conversation row id, variant, options), least recently used out
     first once over ``max_bytes``."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes)
         self.hits = 0
         self.misses = 0
 
@@ -129,42 +125,19 @@ class ReplayCache:
     def get(
         self, key: tuple[Any, ...], state: State, record: ConversationRecord, now: datetime
     ) -> Body | None:
+        def holds(entry: Entry) -> bool:
+            return entry.state == state and entry.record == record and entry.holds_at(now)
+
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._lookup(key, holds)
             if entry is None:
                 self.misses += 1
                 return None
-            if entry.state != state or entry.record != record or not entry.holds_at(now):
-                self._drop(key)
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
             self.hits += 1
         return entry.body(now)
 
     def put(self, key: tuple[Any, ...], entry: Entry) -> None:
-        size = entry.size
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            if key in self._entries:
-                self._drop(key)
-            self._entries[key] = entry
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                self._drop(next(iter(self._entries)))
-
-    def _drop(self, key: tuple[Any, ...]) -> None:
-        entry = self._entries.pop(key)
-        self._bytes -= entry.size
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        self.store(key, entry, entry.size)
 
 
 def get_cache(app: Flask | None = None) -> ReplayCache:
@@ -173,8 +146,7 @@ def get_cache(app: Flask | None = None) -> ReplayCache:
     app = app or current_app._get_current_object()  # type: ignore[attr-defined]
     cache = app.extensions.get("replay_cache")
     if cache is None:
-        megabytes = app.config.get("REPLAY_CACHE_MB", 0) or 0
-        cache = app.extensions["replay_cache"] = ReplayCache(int(float(megabytes) * 1024 * 1024))
+        cache = app.extensions["replay_cache"] = ReplayCache(budget_bytes(app))
     return cache
 
 

@@ -22,13 +22,12 @@ conversations go first; 0 turns it off.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from flask import Flask, current_app
 
 from ..replay.history import ToolCall
+from .sized_lru import SizedLRU, budget_bytes
 
 # Roughly what one memo entry costs beyond its texts: the row's tuple and small values, the
 # ToolCall, the argument dict's containers, the dict slot.
@@ -59,41 +58,19 @@ def entry_bytes(response: str | None, arguments_text: str | None, compact: str |
     return size + 2 * len(compact or "")
 
 
-class RowMemo:
+class RowMemo(SizedLRU[int, dict[int, Made]]):
     """Made rows by conversation row id, then by tool call row id."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._conversations: OrderedDict[int, tuple[dict[int, Made], int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
 
     def rows(self, conversation_id: int) -> dict[int, Made]:
         """The rows made by the last load of the conversation (empty if none is kept). The
         dict is never changed once kept: a load makes a new one (:meth:`keep`)."""
-        with self._lock:
-            kept = self._conversations.get(conversation_id)
-            return kept[0] if kept is not None else {}
+        kept = self.lookup(conversation_id)
+        return kept if kept is not None else {}
 
     def keep(self, conversation_id: int, rows: dict[int, Made], size: int) -> None:
         """The rows of the latest load of a conversation, replacing the previous ones (a row
         deleted since is then gone from the memo too)."""
-        with self._lock:
-            previous = self._conversations.pop(conversation_id, None)
-            if previous is not None:
-                self._bytes -= previous[1]
-            if size > self.max_bytes:
-                return
-            self._conversations[conversation_id] = (rows, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, evicted) = self._conversations.popitem(last=False)
-                self._bytes -= evicted
-
-    def clear(self) -> None:
-        with self._lock:
-            self._conversations.clear()
-            self._bytes = 0
+        self.store(conversation_id, rows, size)
 
 
 def get_memo(app: Flask | None = None) -> RowMemo | None:
@@ -102,6 +79,5 @@ def get_memo(app: Flask | None = None) -> RowMemo | None:
     app = app or current_app._get_current_object()  # type: ignore[attr-defined]
     memo = app.extensions.get("row_memo")
     if memo is None:
-        megabytes = app.config.get("REPLAY_CACHE_MB", 0) or 0
-        memo = app.extensions["row_memo"] = RowMemo(int(float(megabytes) * 1024 * 1024))
+        memo = app.extensions["row_memo"] = RowMemo(budget_bytes(app))
     return memo if memo.max_bytes > 0 else None
