@@ -97,7 +97,13 @@ def test_a_count_already_stored_is_never_overwritten(app, client, project_key):
     with app.app_context():
         assert count_pending() == 1
         (row_id,) = [r[0] for r in stored_counts(app)]
-        late = {"b_id": row_id, "b_arguments": 999, "b_response": 999, "b_method": "late"}
+        late = {
+            "b_id": row_id,
+            "b_arguments": 999,
+            "b_response": 999,
+            "b_method": "late",
+            "b_stamp": 1,
+        }
         db.session.execute(_SET_COUNTS, [late], execution_options={"synchronize_session": False})
         db.session.commit()
     assert stored_counts(app) == expected_counts(app)

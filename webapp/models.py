@@ -169,6 +169,12 @@ class ToolInvocation(db.Model):
     # How the token counts were obtained, e.g. "tiktoken:o200k_base" or "heuristic:chars/4".
     token_method: Mapped[str | None] = mapped_column(String(64))
     response_bytes: Mapped[int | None] = mapped_column(Integer)
+    # A random number that changes with every write to the row: the replay's loader reads only
+    # (id, stamp) of the rows its worker made objects of before, and the rest of a row only
+    # when its stamp moved (webapp.queries.row_memo). The write paths set a new one; triggers
+    # set one for any other insert or update (ROW_STAMP_DDL). NULL (a row stored before the
+    # column): read whole every time.
+    stamp: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class ServiceCall(db.Model):
@@ -461,6 +467,43 @@ for _statement in SQLITE_SEARCH_DROP:
         ToolInvocation.__table__, "before_drop", DDL(_statement).execute_if(dialect="sqlite")
     )
 
+
+# --- A tool call row's stamp ---------------------------------------------------------------
+#
+# ToolInvocation.stamp changes with every write to the row, so the replay's loader can tell a
+# row it made objects of before from one changed since without reading its texts. The write
+# paths (webapp.ingest.calls, the token pass) set a new one themselves; these triggers give one
+# to any other insert or update that leaves it as it was (SQL by hand, another tool), so no
+# path can change a row and keep its stamp. SQLite's trigger is an UPDATE of the row, so the
+# write paths setting their own is what keeps it off the ingestion path.
+
+ROW_STAMP_FUNCTION = "tool_invocation_stamp"
+SQLITE_ROW_STAMP_DDL = (
+    "CREATE TRIGGER IF NOT EXISTS tool_invocation_stamp_insert AFTER INSERT ON tool_invocation "
+    "WHEN new.stamp IS NULL BEGIN "
+    "UPDATE tool_invocation SET stamp = random() WHERE id = new.id; END",
+    "CREATE TRIGGER IF NOT EXISTS tool_invocation_stamp_update AFTER UPDATE ON tool_invocation "
+    "WHEN new.stamp IS old.stamp BEGIN "
+    "UPDATE tool_invocation SET stamp = random() WHERE id = new.id; END",
+)
+PG_ROW_STAMP_DDL = (
+    f"CREATE OR REPLACE FUNCTION {ROW_STAMP_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN NEW.stamp := floor(random() * 4611686018427387904)::bigint; RETURN NEW; END $$",
+    "CREATE OR REPLACE TRIGGER tool_invocation_stamp_insert BEFORE INSERT ON tool_invocation "
+    f"FOR EACH ROW WHEN (NEW.stamp IS NULL) EXECUTE FUNCTION {ROW_STAMP_FUNCTION}()",
+    "CREATE OR REPLACE TRIGGER tool_invocation_stamp_update BEFORE UPDATE ON tool_invocation "
+    "FOR EACH ROW WHEN (NEW.stamp IS NOT DISTINCT FROM OLD.stamp) "
+    f"EXECUTE FUNCTION {ROW_STAMP_FUNCTION}()",
+)
+
+for _statement in SQLITE_ROW_STAMP_DDL:
+    event.listen(
+        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="sqlite")
+    )
+for _statement in PG_ROW_STAMP_DDL:
+    event.listen(
+        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="postgresql")
+    )
 
 # --- What an API request's authentication and redaction depend on, as one number -------------
 #

@@ -5,6 +5,7 @@ durations, days), and the keyset condition every paged list uses."""
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 from sqlalchemy import Float, Integer, Text, and_, cast, func, literal, or_, text
@@ -31,6 +32,12 @@ CONVERSATION = Conversation.__table__
 SERVICE_CALL = ServiceCall.__table__
 CHANNEL = Channel.__table__
 TOOL_DEFINITION = ToolDefinition.__table__
+
+
+def new_stamp() -> int:
+    """A new ``tool_invocation.stamp`` for the rows one write inserts or changes (a random
+    62-bit number: a row's next stamp equals its last with negligible odds)."""
+    return secrets.randbits(62)
 
 
 class json_from_text(FunctionElement[Any]):

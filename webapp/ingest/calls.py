@@ -19,7 +19,7 @@ from sqlalchemy import Text, bindparam, select, update
 
 from ..db import db
 from ..redaction import CompiledRules
-from ..sql import TOOL, json_from_text
+from ..sql import TOOL, json_from_text, new_stamp
 from .errors import Conflict, Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
@@ -305,12 +305,13 @@ _UPDATE_RESPONSES = (
         ended_at=bindparam("b_ended_at"),
         token_method=bindparam("b_token_method"),
         redactions=json_from_text(bindparam("b_redactions", type_=Text)),
+        stamp=bindparam("b_stamp"),
     )
 )
 
 
 # The INSERT's columns, in the order of the values of each row.
-_INSERT_COLUMNS = ("project_id", "message_id", *_ROW_KEYS, "arguments", "redactions")
+_INSERT_COLUMNS = ("project_id", "message_id", *_ROW_KEYS, "arguments", "redactions", "stamp")
 # Rows per statement: 18 values each stays well under SQLite's 32,766 parameters.
 _INSERT_CHUNK = 500
 
@@ -479,6 +480,7 @@ def _insert_values(
     distinct value once per request: a batch's calls mostly share their times."""
     converters = plan.converters
     memos: list[dict[Any, Any]] = [{} for _ in converters]
+    stamp = new_stamp()
     rows = []
     for message_id, call in inserts:
         row = call.row
@@ -489,6 +491,7 @@ def _insert_values(
             *_ROW_VALUES(row),
             call.arguments_json,
             compact_json(redactions) if redactions else None,
+            stamp,
         ]
         for (index, convert), memo in zip(converters, memos, strict=True):
             value = values[index]
@@ -507,6 +510,7 @@ _MISSING = object()
 def _update_responses(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
+    stamp = new_stamp()
     params = [
         {
             "b_id": r["id"],
@@ -519,6 +523,7 @@ def _update_responses(rows: list[dict[str, Any]]) -> None:
             "b_ended_at": r["ended_at"],
             "b_token_method": r["token_method"],
             "b_redactions": compact_json(r["redactions"]) if r["redactions"] else None,
+            "b_stamp": stamp,
         }
         for r in rows
     ]

@@ -59,7 +59,7 @@ from typing import IO, Any
 from sqlalchemy import BigInteger, Integer, String, and_, bindparam, func, or_, select, update
 
 from ..db import MAX_BIGINT, begin_write, db
-from ..sql import MESSAGE, TOOL
+from ..sql import MESSAGE, TOOL, new_stamp
 from .values import compact_json, count_tokens
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,9 @@ _SET_COUNTS = (
             TOOL.c.response_tokens, bindparam("b_response", type_=Integer)
         ),
         token_method=func.coalesce(TOOL.c.token_method, bindparam("b_method", type_=String)),
+        # A new stamp, so the replay's loader reads the counts (the stamp trigger would
+        # otherwise write the row a second time on SQLite).
+        stamp=bindparam("b_stamp", type_=BigInteger),
     )
 )
 
@@ -161,7 +164,13 @@ def _params(row: Any) -> dict[str, Any]:
         # Arguments stored as JSON null (SQL sees a value, Python None): nothing to count;
         # 0 takes the row out of the pending set.
         a = 0
-    return {"b_id": row.id, "b_arguments": a, "b_response": r, "b_method": method}
+    return {
+        "b_id": row.id,
+        "b_arguments": a,
+        "b_response": r,
+        "b_method": method,
+        "b_stamp": new_stamp(),
+    }
 
 
 def _message_params(row: Any) -> dict[str, Any]:
