@@ -2,15 +2,18 @@
 is reused only while the row reads back the same, whatever changed it, so a load with the memo
 is always the load without it. On SQLite and PostgreSQL (the ``app`` fixture); the hypothesis
 state machine of tests/test_replay_cache.py checks it on every write path too (its oracle loads
-without the memo).
+without the memo). The loader tells an unchanged row by its stamp (``tool_invocation.stamp``),
+which every write to the row changes, whatever path writes it.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
+from api_support import tool_item
 
 from webapp.db import db
 from webapp.ingest.token_pass import MESSAGES, count_pending
+from webapp.queries import histories
 from webapp.queries.conversations import find_conversation
 from webapp.queries.histories import LoadedHistory, load_history
 from webapp.queries.row_memo import Made, RowMemo, get_memo
@@ -63,9 +66,7 @@ def _calls(loaded: LoadedHistory) -> dict[str, object]:
     return {c.external_id: c for m in loaded.history.messages for c in m.tool_calls}
 
 
-def test_rows_read_back_the_same_are_reused_and_changed_ones_made_again(
-    app, client, project_key
-):
+def test_rows_read_back_the_same_are_reused_and_changed_ones_made_again(app, client, project_key):
     with app.app_context():
         _store(client, project_key)
         project_id = project_key.project_id
@@ -169,3 +170,124 @@ def test_no_memo_when_the_replay_cache_is_off(app):
     app.config["REPLAY_CACHE_MB"] = 0
     app.extensions.pop("row_memo", None)
     assert get_memo(app) is None
+
+
+def _stamps(app) -> dict[str, int | None]:
+    with app.app_context():
+        rows = db.session.execute(
+            sa.text("SELECT external_tool_call_id, stamp FROM tool_invocation")
+        ).all()
+        db.session.remove()
+    return dict(rows)  # type: ignore[arg-type]
+
+
+def _post_tools(client, key, tools: list[dict]) -> None:
+    body = {"messageId": "m1", "tools": tools}
+    response = client.post("/api/v1/messages/tools", json=body, headers=key.headers)
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+def test_every_write_to_a_call_row_gives_it_a_new_stamp(app, client, project_key):
+    _post_tools(client, project_key, [tool_item(0, 0), tool_item(0, 1, response="one")])
+    inserted = _stamps(app)
+    assert None not in inserted.values()
+    # The response arrives later: the ingestion's update of that row only.
+    _post_tools(client, project_key, [tool_item(0, 0, response="zero")])
+    answered = _stamps(app)
+    assert answered["call_0_0"] != inserted["call_0_0"]
+    assert answered["call_0_1"] == inserted["call_0_1"]
+    # The token pass stores both rows' counts.
+    with app.app_context():
+        assert count_pending() == 2
+    counted = _stamps(app)
+    assert all(counted[c] != answered[c] for c in counted)
+    with app.app_context():
+        # By hand, without a word of the stamp: the triggers give a new one (an update that
+        # sets the stamp itself, as the write paths do, keeps it).
+        db.session.execute(
+            sa.text("UPDATE tool_invocation SET is_error = :true WHERE external_tool_call_id = :c"),
+            {"true": True, "c": "call_0_0"},
+        )
+        db.session.execute(
+            sa.text("UPDATE tool_invocation SET stamp = 42 WHERE external_tool_call_id = :c"),
+            {"c": "call_0_1"},
+        )
+        db.session.execute(
+            sa.text(
+                "INSERT INTO tool_invocation (project_id, message_id, round_index,"
+                " sequence_index, external_tool_call_id, function_name, created_at, is_error)"
+                " SELECT project_id, message_id, 1, 0, 'by_hand', 'lookup', created_at, :false"
+                " FROM tool_invocation WHERE external_tool_call_id = 'call_0_0'"
+            ),
+            {"false": False},
+        )
+        db.session.commit()
+    by_hand = _stamps(app)
+    assert by_hand["call_0_0"] not in (None, counted["call_0_0"])
+    assert by_hand["call_0_1"] == 42
+    assert by_hand["by_hand"] is not None
+
+
+def _tool_statements(statements: list[str]) -> list[str]:
+    return [s for s in statements if "FROM tool_invocation" in s]
+
+
+def test_a_load_reads_the_texts_of_new_and_changed_rows_only(
+    app, client, project_key, count_queries
+):
+    with app.app_context():
+        _store(client, project_key)
+        project_id = project_key.project_id
+        first = _calls(_load(project_id))
+        db.session.remove()
+    with count_queries() as unchanged, app.app_context():
+        again = _calls(_load(project_id))
+    # One statement for the calls, which reads their ids and stamps, not their texts.
+    (statement,) = _tool_statements(unchanged.statements)
+    assert "tool_invocation.response" not in statement
+    assert all(again[c] is first[c] for c in first)
+
+    with app.app_context():
+        db.session.execute(
+            sa.text(
+                "UPDATE tool_invocation SET response = 'changed' WHERE external_tool_call_id = :c"
+            ),
+            {"c": "call_2"},
+        )
+        # A row stored before the stamp existed: read whole at every load.
+        db.session.execute(
+            sa.text("UPDATE tool_invocation SET stamp = NULL WHERE external_tool_call_id = :c"),
+            {"c": "call_3"},
+        )
+        db.session.commit()
+    for _ in range(2):
+        with count_queries() as changed, app.app_context():
+            loaded = _load(project_id)
+            _same(loaded, _load(project_id, reuse=False))
+        keys, by_id = _tool_statements(changed.statements)[:2]
+        assert "tool_invocation.response" not in keys
+        assert "tool_invocation.response" in by_id and "tool_invocation.id IN" in by_id
+        calls = _calls(loaded)
+        assert calls["call_1"] is first["call_1"]
+        assert calls["call_2"].response == "changed"
+
+
+def test_many_changed_rows_are_read_by_the_whole_select(
+    app, client, project_key, count_queries, monkeypatch
+):
+    monkeypatch.setattr(histories, "MAX_READ_BY_ID", 1)
+    with app.app_context():
+        _store(client, project_key)
+        project_id = project_key.project_id
+        _load(project_id)
+        db.session.execute(sa.text("UPDATE tool_invocation SET response = 'all changed'"))
+        db.session.commit()
+        db.session.remove()
+    with count_queries() as counter, app.app_context():
+        loaded = _load(project_id)
+    keys, whole = _tool_statements(counter.statements)[:2]
+    assert "tool_invocation.response" not in keys
+    assert "tool_invocation.response" in whole and "tool_invocation.id IN" not in whole
+    assert {c.response for c in _calls(loaded).values()} == {"all changed"}
+    with app.app_context():
+        _same(loaded, _load(project_id, reuse=False))

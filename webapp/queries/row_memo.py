@@ -7,10 +7,15 @@ A replay after a write loads the whole conversation again (the answer cache,
 each row into the replay's objects (JSON parsed and encoded compactly, times parsed, token counts
 looked up) about as much again. A conversation grows by appending: nearly every row a replay
 reads was read by the previous one. This memo keys what was made of a row by its id and keeps
-the row's values with it; the made objects are reused only when the row now read is equal, value
-for value, to the one they were made from. So it needs no invalidation: a row changed by any
-path (an ingestion update, the token pass, hand-written SQL) reads back different and is made
-again, and a row id reused by SQLite after a delete carries other values.
+the row's values with it, its stamp last (``tool_invocation.stamp``: a random number every write
+to the row changes, set by the write paths and, for any other write, by triggers). A load that
+finds a conversation here reads each call's id and stamp only, and the whole of the rows whose
+stamp moved or that the memo does not hold (``histories._changed_rows``); a load without it
+compares the rows it read whole, value for value. So it needs no invalidation: a row changed by
+any path (an ingestion update, the token pass, hand-written SQL) gets a new stamp and is made
+again, a row id reused by SQLite after a delete comes with a new stamp, and a row without one
+(stored before the column existed) is read whole every time. Rows whose count the token pass
+has still to store are read whole every time too (their count is made on the fly).
 
 Reused objects are shared between requests and threads: the replay library never changes its
 input (``History`` and its rows are frozen; nothing writes into an argument dict).
