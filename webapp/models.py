@@ -172,8 +172,8 @@ class ToolInvocation(db.Model):
     # A random number that changes with every write to the row: the replay's loader reads only
     # (id, stamp) of the rows its worker made objects of before, and the rest of a row only
     # when its stamp moved (webapp.queries.row_memo). The write paths set a new one; triggers
-    # set one for any other insert or update (ROW_STAMP_DDL). NULL (a row stored before the
-    # column): read whole every time.
+    # set one for any other insert or update ("A tool call row's stamp" below). NULL (a row
+    # stored before the column): read whole every time.
     stamp: Mapped[int | None] = mapped_column(BigInteger)
 
 
@@ -454,14 +454,15 @@ def is_search_object(name: str | None) -> bool:
     return bool(name) and (name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN))
 
 
-for _statement in SQLITE_SEARCH_DDL:
-    event.listen(
-        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="sqlite")
-    )
-for _statement in PG_SEARCH_DDL:
-    event.listen(
-        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="postgresql")
-    )
+def _after_table_create(table: Any, sqlite: tuple[str, ...], postgresql: tuple[str, ...]) -> None:
+    """Run each database's statements after ``table`` is made (by ``create_all``)."""
+    for statement in sqlite:
+        event.listen(table, "after_create", DDL(statement).execute_if(dialect="sqlite"))
+    for statement in postgresql:
+        event.listen(table, "after_create", DDL(statement).execute_if(dialect="postgresql"))
+
+
+_after_table_create(ToolInvocation.__table__, SQLITE_SEARCH_DDL, PG_SEARCH_DDL)
 for _statement in SQLITE_SEARCH_DROP:
     event.listen(
         ToolInvocation.__table__, "before_drop", DDL(_statement).execute_if(dialect="sqlite")
@@ -495,15 +496,7 @@ PG_ROW_STAMP_DDL = (
     "FOR EACH ROW WHEN (NEW.stamp IS NOT DISTINCT FROM OLD.stamp) "
     f"EXECUTE FUNCTION {ROW_STAMP_FUNCTION}()",
 )
-
-for _statement in SQLITE_ROW_STAMP_DDL:
-    event.listen(
-        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="sqlite")
-    )
-for _statement in PG_ROW_STAMP_DDL:
-    event.listen(
-        ToolInvocation.__table__, "after_create", DDL(_statement).execute_if(dialect="postgresql")
-    )
+_after_table_create(ToolInvocation.__table__, SQLITE_ROW_STAMP_DDL, PG_ROW_STAMP_DDL)
 
 # --- What an API request's authentication and redaction depend on, as one number -------------
 #

@@ -312,7 +312,7 @@ _UPDATE_RESPONSES = (
 
 # The INSERT's columns, in the order of the values of each row.
 _INSERT_COLUMNS = ("project_id", "message_id", *_ROW_KEYS, "arguments", "redactions", "stamp")
-# Rows per statement: 18 values each stays well under SQLite's 32,766 parameters.
+# Rows per statement: 19 values each stays well under SQLite's 32,766 parameters.
 _INSERT_CHUNK = 500
 
 
