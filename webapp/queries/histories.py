@@ -420,6 +420,9 @@ def _calls_of(ids: Sequence[int], columns: Sequence[Any]) -> Select[Any]:
     )
 
 
+# What a load with the memo reads of every call first: enough to find the memo's copy and to
+# tell whether the row changed since.
+_KEY_COLUMNS = (Message.conversation_id, ToolRow.message_id, ToolRow.id, ToolRow.stamp)
 # Above this many rows to read whole, they are read by the whole select, not by id (a bound
 # far under SQLite's 32,766 parameters, and where an IN list stops paying).
 MAX_READ_BY_ID = 2000
@@ -434,7 +437,7 @@ def _changed_rows(ids: Sequence[int], columns: Sequence[Any], memo: RowMemo) -> 
     previous = {i: memo.rows(i) for i in ids}
     if not any(previous.values()):
         return _tuples(_calls_of(ids, columns))
-    keys = _tuples(_calls_of(ids, (*columns[:3], ToolRow.stamp)))
+    keys = _tuples(_calls_of(ids, _KEY_COLUMNS))
     rows: list[Any] = []
     wanted: dict[int, int] = {}  # row id -> its index in rows
     for conversation_id, _, row_id, stamp in keys:
