@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import jsonfast
@@ -170,8 +171,47 @@ class _Checker:
             )
 
 
-def _is_text(value: object) -> bool:
-    return isinstance(value, str)
+def walk_tools(
+    tools: object,
+    ck: _Checker,
+    definition: Callable[[object], tuple[JSON, str] | str],
+    schema_key: str,
+    schema_required: bool,
+    may_be_empty: bool,
+) -> None:
+    """The ``tools`` of a payload (None: absent), as every format lists them: each tool is
+    checked by `definition`, which returns the object holding its name and schema with that
+    object's path below the tool (e.g. ``".function"``), or why the tool is malformed; the
+    names are checked together, the schema (under `schema_key`) one by one."""
+    if tools is None:
+        return
+    if not isinstance(tools, list) or not (tools or may_be_empty):
+        ck.add("bad_shape", "tools", _BAD_TOOLS[may_be_empty])
+        return
+    names = []
+    for i, t in enumerate(tools):
+        path = f"tools[{i}]"
+        found = definition(t)
+        if isinstance(found, str):
+            ck.add("bad_shape", path, found)
+            continue
+        tool, below = found
+        names.append((tool.get("name"), f"{path}{below}.name"))
+        ck.schema(tool.get(schema_key), f"{path}{below}.{schema_key}", required=schema_required)
+    ck.tool_names(names)
+
+
+_BAD_TOOLS = {
+    True: "tools must be a list",
+    False: "tools must be a non-empty list when present",
+}
+
+
+def report_unanswered(ck: _Checker, pending: dict[str, str], call: str, why: str) -> None:
+    """One ``unanswered_call`` for each call in `pending` (id -> path of the call), in the
+    words ``<call> '<id>' <why>``."""
+    for call_id, call_path in pending.items():
+        ck.add("unanswered_call", call_path, f"{call} '{call_id}' {why}")
 
 
 # -- openai-chat ------------------------------------------------------------------------------
@@ -179,32 +219,24 @@ def _is_text(value: object) -> bool:
 
 def chat_tools(tools: object, ck: _Checker) -> None:
     """The ``tools`` of an openai-chat payload (None: absent)."""
-    if tools is None:
-        return
-    if not isinstance(tools, list) or not tools:
-        ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
-        return
-    names = []
-    for i, t in enumerate(tools):
-        path = f"tools[{i}]"
-        fn = t.get("function") if isinstance(t, dict) else None
-        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
-            ck.add("bad_shape", path, 'a tool must be {"type": "function", "function": {...}}')
-            continue
-        names.append((fn.get("name"), f"{path}.function.name"))
-        ck.schema(fn.get("parameters"), f"{path}.function.parameters", required=False)
-    ck.tool_names(names)
+    walk_tools(tools, ck, _chat_tool, "parameters", schema_required=False, may_be_empty=False)
+
+
+def _chat_tool(t: object) -> tuple[JSON, str] | str:
+    fn = t.get("function") if isinstance(t, dict) else None
+    if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+        return 'a tool must be {"type": "function", "function": {...}}'
+    return fn, ".function"
 
 
 def chat_unanswered(ck: _Checker, pending: dict[str, str], path: str) -> None:
     """The openai-chat calls still waiting for their answer at ``path``; forgets them."""
-    for call_id, call_path in pending.items():
-        ck.add(
-            "unanswered_call",
-            call_path,
-            f"assistant tool call '{call_id}' is not followed by a tool message answering "
-            f"it (next: {path})",
-        )
+    report_unanswered(
+        ck,
+        pending,
+        "assistant tool call",
+        f"is not followed by a tool message answering it (next: {path})",
+    )
     pending.clear()
 
 
@@ -217,9 +249,6 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
 
     pending: dict[str, str] = {}  # id -> path of the call, in call order
     answered: set[str] = set()
-
-    def flush(path: str) -> None:
-        chat_unanswered(ck, pending, path)
 
     # Once per message and per call: paths are made only where they are kept or reported, and
     # what is fine (an answered id, a known name or arguments string) is tested inline.
@@ -249,7 +278,7 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
             continue
         path = f"messages[{i}]"
         if pending:
-            flush(path)
+            chat_unanswered(ck, pending, path)
         if role == "assistant":
             calls = m.get("tool_calls")
             content = m.get("content")
@@ -293,7 +322,7 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
         else:
             ck.add("bad_shape", path, f"unknown role {role!r}")
     if pending:
-        flush("end of messages")
+        chat_unanswered(ck, pending, "end of messages")
 
 
 # -- openai-responses -------------------------------------------------------------------------
@@ -301,30 +330,18 @@ def _openai_chat(payload: JSON, ck: _Checker) -> None:
 
 def responses_tools(tools: object, ck: _Checker) -> None:
     """The ``tools`` of an openai-responses payload (None: absent)."""
-    if tools is None:
-        return
-    if not isinstance(tools, list) or not tools:
-        ck.add("bad_shape", "tools", "tools must be a non-empty list when present")
-        return
-    names = []
-    for i, t in enumerate(tools):
-        path = f"tools[{i}]"
-        if not isinstance(t, dict) or t.get("type") != "function":
-            ck.add("bad_shape", path, 'a tool must have "type": "function"')
-            continue
-        names.append((t.get("name"), f"{path}.name"))
-        ck.schema(t.get("parameters"), f"{path}.parameters", required=True)
-    ck.tool_names(names)
+    walk_tools(tools, ck, _responses_tool, "parameters", schema_required=True, may_be_empty=False)
+
+
+def _responses_tool(t: object) -> tuple[JSON, str] | str:
+    if not isinstance(t, dict) or t.get("type") != "function":
+        return 'a tool must have "type": "function"'
+    return t, ""
 
 
 def responses_unanswered(ck: _Checker, pending: dict[str, str], path: str) -> None:
     """The function_calls still waiting for their output at ``path``; forgets them."""
-    for call_id, call_path in pending.items():
-        ck.add(
-            "unanswered_call",
-            call_path,
-            f"function_call '{call_id}' has no function_call_output before {path}",
-        )
+    report_unanswered(ck, pending, "function_call", f"has no function_call_output before {path}")
     pending.clear()
 
 
@@ -339,9 +356,6 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
 
     pending: dict[str, str] = {}
     answered: set[str] = set()
-
-    def flush(path: str) -> None:
-        responses_unanswered(ck, pending, path)
 
     # As in _openai_chat: what is fine is tested inline, paths are made where needed.
     valid_names = ck.valid_names
@@ -383,7 +397,7 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
             )
         elif kind in (None, "message"):
             if pending:
-                flush(path)
+                responses_unanswered(ck, pending, path)
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
                 ck.add("bad_shape", path, f"unknown role {role!r}")
@@ -392,7 +406,7 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
         else:
             ck.add("bad_shape", path, f"unsupported input item type {kind!r}")
     if pending:
-        flush("the end of input")
+        responses_unanswered(ck, pending, "the end of input")
 
 
 # -- anthropic --------------------------------------------------------------------------------
@@ -400,37 +414,25 @@ def _openai_responses(payload: JSON, ck: _Checker) -> None:
 
 def anthropic_tools(tools: object, ck: _Checker) -> None:
     """The ``tools`` of an anthropic payload (None: absent)."""
-    if tools is None:
-        return
-    if not isinstance(tools, list):
-        ck.add("bad_shape", "tools", "tools must be a list")
-        return
-    names = []
-    for i, t in enumerate(tools):
-        path = f"tools[{i}]"
-        if not isinstance(t, dict):
-            ck.add("bad_shape", path, "a tool must be an object")
-            continue
-        names.append((t.get("name"), f"{path}.name"))
-        ck.schema(t.get("input_schema"), f"{path}.input_schema", required=True)
-    ck.tool_names(names)
+    walk_tools(tools, ck, _anthropic_tool, "input_schema", schema_required=True, may_be_empty=True)
+
+
+def _anthropic_tool(t: object) -> tuple[JSON, str] | str:
+    if not isinstance(t, dict):
+        return "a tool must be an object"
+    return t, ""
 
 
 def anthropic_unanswered(ck: _Checker, waiting: dict[str, str], path: str | None) -> None:
     """The tool_use ids of the previous assistant message that the message at ``path`` (None:
     none follows) did not answer."""
-    for call_id, call_path in waiting.items():
-        if path is None:
-            message = (
-                f"tool_use '{call_id}' is not answered: no user message with its tool_result "
-                "follows"
-            )
-        else:
-            message = (
-                f"tool_use '{call_id}' is not answered by a tool_result in the next message "
-                f"({path})"
-            )
-        ck.add("unanswered_call", call_path, message)
+    if not waiting:
+        return
+    if path is None:
+        why = "is not answered: no user message with its tool_result follows"
+    else:
+        why = f"is not answered by a tool_result in the next message ({path})"
+    report_unanswered(ck, waiting, "tool_use", why)
 
 
 def _anthropic(payload: JSON, ck: _Checker) -> None:
