@@ -1,7 +1,8 @@
 """An export request, read and made ready to store: rows for the raw tables, each with its
-normalized, redacted record (§5). Pure: the caller stores the rows.
+normalized, redacted record (docs/otlp-mapping.md, 'What is stored raw'). Pure: the caller
+stores the rows.
 
-Duplicates (§5): a span is keyed by (trace id, span id) and carries a digest of what was
+Duplicates: a span is keyed by (trace id, span id) and carries a digest of what was
 received; a log record is keyed by (trace id, span id, fingerprint). The same key twice in one
 request keeps the first; the writer compares digests with stored rows the same way.
 """

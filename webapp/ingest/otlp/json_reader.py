@@ -1,4 +1,4 @@
-"""OTLP/JSON bodies → `records`: a small reader over `json.loads` (§4).
+"""OTLP/JSON bodies → `records`: a small reader over `json.loads`.
 
 OTLP/JSON is not protobuf's canonical JSON mapping, so `json_format.Parse` cannot read it: ids
 are hex (some exporters send base64, also accepted), int64 values come as strings or numbers,
@@ -116,7 +116,7 @@ def _id_bytes(value: Any) -> bytes:
 
 
 def any_value(value: Any, depth: int = 0) -> Any:
-    """An OTLP/JSON AnyValue as a Python value (§4); `{}` is None."""
+    """An OTLP/JSON AnyValue as a Python value (docs/otlp-mapping.md, 'Decoding')."""
     if not isinstance(value, dict) or not value:
         return None
     if "stringValue" in value:

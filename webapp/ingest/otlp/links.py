@@ -1,4 +1,4 @@
-"""What ties traces together (§7): the projection of a trace depends on other traces only
+"""What ties traces together: the projection of a trace depends on other traces only
 through tool-call ids, tool-call signatures (calls without ids) and conversation ids. Each
 record yields such links; traces that share a link are projected together, so the component a
 request touches is closed under every rule of the projection.

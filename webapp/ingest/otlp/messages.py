@@ -1,4 +1,5 @@
-"""The normalized message model (§6.2) and the readers of every shape producers send it in.
+"""The normalized message model and the readers of every shape producers send it in
+(docs/otlp-mapping.md, 'The message model').
 
 A message is `{"role", "parts", "finish_reason"?}`; a part is one of
 `{"type": "text", "content"}`, `{"type": "tool_call", "id", "name", "arguments"}`,
@@ -24,7 +25,7 @@ Part = dict[str, Any]
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call"})
 
-# Content values longer than this are not parsed as JSON (§9): they stay opaque strings. The app
+# Content values longer than this are not parsed as JSON: they stay opaque strings. The app
 # passes TOOLSCOPE_MAX_RESULT_BYTES; this default serves the pure tests.
 DEFAULT_PARSE_LIMIT = 2 * 1024 * 1024
 
@@ -49,7 +50,7 @@ def load_json(value: str, limit: int) -> Any:
 
 
 def arguments_of(value: Any, limit: int = DEFAULT_PARSE_LIMIT) -> dict[str, Any] | None:
-    """Tool-call arguments as stored (§6.2): an object as it is, a JSON string parsed when it
+    """Tool-call arguments as stored: an object as it is, a JSON string parsed when it
     holds an object, any other text as `{"_raw": text}`; None when absent (not captured)."""
     if value is None:
         return None

@@ -1,9 +1,10 @@
-"""One normalized record per span and per GenAI log record (§6): what the projection reads.
+"""One normalized record per span and per GenAI log record: what the projection reads.
 
 `normalize_span` classifies a span (tool, agent, llm, other; the span kind is ignored) and
-reads every fact from the first source that has it, in the order of §6.2. The record is a plain
-JSON-able dict; the span's raw attributes lose their content keys (§5): those live, parsed and
-redacted, in the record only.
+reads every fact from the first source that has it, in a fixed order of precedence
+(docs/otlp-mapping.md, 'Where messages are read'). The record is a plain JSON-able dict; the
+span's raw attributes lose their content keys: those live, parsed and redacted, in the record
+only (docs/otlp-mapping.md, 'What is stored raw').
 
 Record of a span:
     class, trace_id, span_id, parent_span_id, name, service, start_ns, end_ns, status,
@@ -26,7 +27,7 @@ from typing import Any
 from . import messages as m
 from .records import STATUS_ERROR, LogRecord, Span
 
-# §6.2's conversation-id keys, in precedence order (the setting may put more in front).
+# The conversation-id keys, in precedence order (the setting may put more in front).
 CONVERSATION_KEYS = (
     "gen_ai.conversation.id",
     "session.id",
@@ -38,7 +39,7 @@ CONVERSATION_KEYS = (
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses"})
 AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
 
-# Content keys (§5): never stored verbatim in the raw row.
+# Content keys: never stored verbatim in the raw row.
 CONTENT_KEYS = frozenset(
     {
         "gen_ai.input.messages",
@@ -79,7 +80,8 @@ def is_content_key(key: str) -> bool:
 
 
 def classify(attributes: Mapping[str, Any]) -> str:
-    """§6.1, first match wins: tool, agent, llm, other."""
+    """tool, agent, llm or other, first match wins; the span kind is not used
+    (docs/otlp-mapping.md, 'Which spans are model calls')."""
     operation = _string(attributes.get("gen_ai.operation.name"))
     openinference = _string(attributes.get("openinference.span.kind"))
     traceloop = _string(attributes.get("traceloop.span.kind"))
@@ -138,7 +140,7 @@ def normalize_span(
     span: Span, limit: int = m.DEFAULT_PARSE_LIMIT, conversation_keys: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The normalized record of one span (content parsed, not yet redacted). The values of
-    §6.2's conversation-id keys, and of `conversation_keys` (the setting), are collected."""
+    the conversation-id keys, and of `conversation_keys` (the setting), are collected."""
     attrs = span.attributes
     kind = classify(attrs)
     record: dict[str, Any] = {
@@ -194,7 +196,8 @@ _PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.
 
 
 def _usage(record: dict[str, Any], attrs: Mapping[str, Any]) -> None:
-    # Usage is read from LLM spans only: agent spans carry the run's totals (§1.3 quirk 9).
+    # Usage is read from LLM spans only: agent spans carry the run's totals (Agent Framework,
+    # pydantic-ai), and adding them would count the run twice.
     _put(
         record,
         "input_tokens",
@@ -240,9 +243,9 @@ def _finish_from_flattened(attrs: Mapping[str, Any]) -> list[str] | None:
 
 
 def _messages(record: dict[str, Any], span: Span, limit: int) -> None:
-    """Input and output messages, each from its first source (§6.2). Sources 1-3 are span
-    attributes (`input`/`output`); the span's log records come 4th and are merged by the
-    projection; source 5 is kept apart as `*_fallback`."""
+    """Input and output messages, each from its first source. Sources 1-3 are span attributes
+    (`input`/`output`); the span's log records come 4th and are merged by the projection;
+    source 5 is kept apart as `*_fallback` (docs/otlp-mapping.md, 'Where messages are read')."""
     attrs = span.attributes
     inputs = m.semconv_messages(attrs.get("gen_ai.input.messages"), limit)
     if inputs is None:
@@ -266,8 +269,9 @@ def _messages(record: dict[str, Any], span: Span, limit: int) -> None:
 
 
 def _fallback_messages(span: Span, limit: int) -> tuple[Any, Any]:
-    """§6.2's fifth sources: span events `gen_ai.content.prompt`/`completion` (semconv ≤1.26),
-    and OpenInference's whole request/response bodies in `input.value`/`output.value`."""
+    """A model call's last sources of messages: span events `gen_ai.content.prompt` and
+    `gen_ai.content.completion` (semconv ≤1.26), and OpenInference's whole request/response
+    bodies in `input.value`/`output.value`."""
     inputs = outputs = None
     for event in span.events:
         if event["name"] == "gen_ai.content.prompt" and inputs is None:
@@ -352,7 +356,7 @@ def _definition(item: Any) -> dict[str, Any] | None:
 
 
 def _tool(span: Span, limit: int) -> dict[str, Any]:
-    """The tool-execution record (§6.2)."""
+    """The tool-execution record (docs/otlp-mapping.md, 'Tool-execution spans')."""
     attrs = span.attributes
     name = _string(_first(attrs, "gen_ai.tool.name", "tool.name"))
     if name is None:

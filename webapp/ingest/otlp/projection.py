@@ -1,4 +1,4 @@
-"""The projection (§7): normalized span and log records → conversations, turns, rounds, calls.
+"""The projection: normalized span and log records → conversations, turns, rounds, calls.
 
 A pure function of the set of records: no Flask, no database, no clock. The same set gives
 the same plans whatever order it arrived in, and whatever else was sent twice: every choice
@@ -6,12 +6,14 @@ below sorts by (start, end, span id) or by keys, never by arrival.
 
 Steps, each a function below:
 1. `_assemble`: each LLM span's input and output messages, from its own attributes, else from
-   its log records (§6.2's fourth source), else from the fallbacks.
-2. `_turn_keys`: which turn each LLM span belongs to (§7.1: agent ancestor, continuation by
-   tool-call ids, shared parent, or its own).
-3. `_build_turn`: rounds, calls with their results and timings, synthetic rounds, the user and
-   assistant messages (§7.2, §7.3).
-4. `_conversations`: which conversation each turn goes to (§7.4).
+   its log records, else from the fallbacks (docs/otlp-mapping.md, 'Where messages are read').
+2. `_turn_keys`: which turn each LLM span belongs to: agent ancestor, continuation by tool-call
+   ids, shared parent, or its own (docs/otlp-mapping.md, 'Turns').
+3. `_build_turn`: rounds (docs/otlp-mapping.md, 'Rounds'), calls with their results and
+   timings (docs/otlp-mapping.md, 'Tool calls and their results'), the user and assistant
+   messages (docs/otlp-mapping.md, 'User and assistant messages').
+4. `_conversations`: which conversation each turn goes to
+   (docs/otlp-mapping.md, 'Which conversation a turn joins').
 
 Times stay in nanoseconds; the writer turns them into datetimes.
 """
@@ -40,7 +42,7 @@ MAX_EXTERNAL_ID = 255
 @dataclass(frozen=True)
 class Options:
     stitch_window_seconds: int = DEFAULT_STITCH_WINDOW_SECONDS
-    # Keys tried before §6.2's own (TOOLSCOPE_OTLP_CONVERSATION_KEYS).
+    # Keys tried before the standard conversation-id keys (TOOLSCOPE_OTLP_CONVERSATION_KEYS).
     conversation_keys: tuple[str, ...] = ()
 
     @property
@@ -170,7 +172,8 @@ def _key(record: Record) -> tuple[str, str]:
 
 def _assemble(llm: Record, logs: Sequence[Record]) -> Record:
     """The LLM record with `input`/`output`/`system` filled from its log records when the span
-    itself has none (content on both is read once: the span's wins, §1.3 quirk 13)."""
+    itself has none. Content sent on both (openai-v2 wrapped, Agent Framework) is read once:
+    the span's wins."""
     if llm.get("input") is not None and llm.get("output") is not None:
         return llm
     details = [r for r in logs if r["event"] == OPERATION_DETAILS]
@@ -300,7 +303,7 @@ def _last_prompt(llm: Record) -> str | None:
 
 
 def _turn_keys(index: _Index, options: Options) -> dict[tuple[str, str], str]:
-    """§7.1: (trace id, span id) → turn key, for every LLM span."""
+    """(trace id, span id) → turn key, for every LLM span (docs/otlp-mapping.md, 'Turns')."""
     window_ns = options.stitch_window_seconds * 1_000_000_000
     keys: dict[tuple[str, str], str] = {}
     by_call_id: dict[str, list[Record]] = defaultdict(list)
@@ -520,7 +523,8 @@ def _build_turn(index: _Index, turn: _Turn, options: Options) -> TurnPlan | None
     by_call_id = _call_id_tools(index, traces)
     logged = _tool_message_results(index, traces)
 
-    # Calls of each real round (§7.2's three sources).
+    # Calls of each real round: its output's calls, else those of the next round's history,
+    # else the execution spans that started in between.
     round_calls: list[list[tuple[m.Part | None, Record | None]]] = []
     for r, llm in enumerate(rounds):
         next_llm = rounds[r + 1] if r + 1 < len(rounds) else None
@@ -624,7 +628,7 @@ def _resolve(
     name_pool: list[Record],
 ) -> None:
     """A call's result, timings and error flag: what the model saw next, else the execution
-    span's result, else a `gen_ai.tool.message` record (§7.2)."""
+    span's result, else a `gen_ai.tool.message` record."""
     if part["id"] and part["id"] in responses:
         result, carrier = responses[part["id"]]
         call.response = result["response"]
@@ -771,7 +775,8 @@ def _id_on(record: Record, keys: Sequence[str]) -> str | None:
 
 def _explicit_id(index: _Index, turn: _Turn, options: Options) -> str | None:
     """The first conversation-id key on the turn's LLM spans, its agent and the agent's
-    ancestors, its tool spans, then any span of its traces (§7.4)."""
+    ancestors, its tool spans, then any span of its traces
+    (docs/otlp-mapping.md, 'Conversation id')."""
     keys = options.keys
     candidates: list[Record] = list(turn.llms)
     if turn.agent is not None:

@@ -38,7 +38,7 @@ def _parse(message: Any, body: bytes) -> Any:
 
 
 def any_value(value: Any, depth: int = 0) -> Any:
-    """An AnyValue as a Python value (§4)."""
+    """An AnyValue as a Python value (docs/otlp-mapping.md, 'Decoding')."""
     kind = value.WhichOneof("value")
     if kind is None:
         return None

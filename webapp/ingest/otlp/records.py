@@ -1,5 +1,5 @@
 """What the OTLP readers give: spans and log records as plain values, the same for protobuf and
-OTLP/JSON (§4 of docs/otlp.md's specification).
+OTLP/JSON (docs/otlp-mapping.md, 'Decoding').
 
 Ids are lowercase hex (`trace_id` 32 characters, `span_id` 16, `""` when absent), times are
 unix nanoseconds, attribute values are Python values (str, bool, int, float, list, dict, None).
@@ -22,7 +22,7 @@ SPAN_KINDS = {
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 STATUS_ERROR = 2
 
-# AnyValue nesting deeper than this becomes a marker string (§4).
+# AnyValue nesting deeper than this becomes a marker string.
 MAX_DEPTH = 32
 TOO_DEEP = "[nested too deep]"
 

@@ -1,4 +1,4 @@
-"""The project's redaction rules applied to normalized records, before anything is stored (§5).
+"""The project's redaction rules applied to normalized records, before anything is stored.
 
 Tool arguments and results are redacted wherever they appear: `tool_call` and
 `tool_call_response` parts of input and output messages (spans and log records alike) and the

@@ -1,4 +1,5 @@
-"""Storing an OTLP export: raw rows, then the projection of the component they touch (§5, §7.5).
+"""Storing an OTLP export: raw rows, then the projection of the component they touch
+(docs/otlp-mapping.md, 'Ownership and re-projection').
 
 Everything here runs inside the request's write transaction (the caller opens it with
 `begin_write()` and commits), so a failure leaves nothing behind:
@@ -83,7 +84,7 @@ class StoreResult:
 
 
 def to_datetime(ns: int | None) -> datetime | None:
-    """Unix nanoseconds → an aware UTC datetime, floored to the microsecond (§4)."""
+    """Unix nanoseconds → an aware UTC datetime, floored to the microsecond."""
     if ns is None or ns <= 0:
         return None
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
