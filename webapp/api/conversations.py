@@ -261,9 +261,10 @@ def turns_post(path: ConversationPath, body: TurnCreate):
 )
 @endpoint(write=True, prepares=True)
 def round_post(path: RoundPath, body: RoundCreate):
-    """Per-service-call persistence (seed 002). The assistant message is created as
-    `in_progress` if unknown; `status` finishes the run. A round's calls may be posted
-    first without responses and again later with them."""
+    """Per-service-call persistence: each round is stored when its model call returns, not
+    the whole run at its end. The assistant message is created as `in_progress` if unknown;
+    `status` finishes the run. A round's calls may be posted first without responses and
+    again later with them."""
     cid = _check_id("path.cid", path.cid)
     mid = _check_id("path.mid", path.mid)
     drafts.check_count("calls", len(body.calls), "MAX_TOOLS_PER_REQUEST", "tool calls")

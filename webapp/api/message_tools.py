@@ -1,4 +1,4 @@
-"""The MessageTool-compatible endpoints (seed 003), so the real `unique_sdk` can point here.
+"""The endpoints of `unique_sdk`'s MessageTool API, so the real `unique_sdk` can point here.
 
 A call removed by a `skip` redaction rule is not stored, so the answer to a POST leaves it
 out: the answer lists exactly what a later GET will return.
