@@ -116,7 +116,7 @@ _IDS = st.sampled_from(
 # same name, which a valid name already has.
 REFUSED_NAMES = ("get weather", "search.v2", "search v2", "n" * 70)
 _NAMES = st.sampled_from(["search", "lookup", "sql_query", "search_v2", *REFUSED_NAMES])
-# A result already cut by seed 004's truncator (or by an export imported back).
+# A result already cut by an agent's ``ToolResultTruncator`` (or by an export imported back).
 CUT_RESULT = "E" * 20 + "\n[... truncated 745 tokens ...]"
 _RESPONSES = st.one_of(
     st.none(),

@@ -346,7 +346,7 @@ def test_a_turn_with_a_bad_call_writes_nothing(app, client, project_key):
     assert sum(row_counts(app).values()) == 0
 
 
-# --- Per-round appends (seed 002, per-service-call persistence) ---------------------------------
+# --- Per-round appends (per-service-call persistence) -------------------------------------------
 
 
 def post_round(client, key, index, **body):

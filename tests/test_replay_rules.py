@@ -1,4 +1,4 @@
-"""One test (or a few) per replay rule, using the seeds' own edge cases."""
+"""One test (or a few) per replay rule, with the edge cases each rule names."""
 
 from __future__ import annotations
 
@@ -581,10 +581,11 @@ def partial_words(text: str) -> int:
     return len(text.split())
 
 
-def test_the_notice_says_how_many_tokens_were_over_the_cap_as_seed_004_does() -> None:
-    """Seed 004 writes ``tokens - maxTokens``. Here the prefix that fits the cap stops a token
-    short of it (a word boundary), so one more token is cut than the result was over: the
-    notice follows the seed, the diagnostic and the stats count what was cut."""
+def test_the_notice_says_how_many_tokens_were_over_the_cap_as_agents_truncators_do() -> None:
+    """A ``ToolResultTruncator`` writes ``tokens - maxTokens``. Here the prefix that fits the
+    cap stops a token short of it (a word boundary), so one more token is cut than the result
+    was over: the notice follows the truncator, the diagnostic and the stats count what was
+    cut."""
     text = "abcdefghij klmnopqrst uvwxyz"  # three tokens
     h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=text),)))
     result = run(h, result_token_cap=2, count_tokens=partial_words)
@@ -596,7 +597,7 @@ def test_the_notice_says_how_many_tokens_were_over_the_cap_as_seed_004_does() ->
 
 
 def test_a_result_already_cut_to_the_cap_is_not_cut_again() -> None:
-    """A copy imported from a truncated export, or an agent running seed 004's truncator: the
+    """A copy imported from a truncated export, or an agent running such a truncator: the
     text before the notice fits the cap, so the result is sent as it is."""
     cut = "a" * 40 + "\n[... truncated 15 tokens ...]"
     h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=cut),)))

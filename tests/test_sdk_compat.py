@@ -1,4 +1,4 @@
-"""The real `unique_sdk` package, unmodified, pointed at Toolscope (seed 003).
+"""The real `unique_sdk` package, unmodified, pointed at Toolscope (its MessageTool API).
 
 The SDK sends `Authorization: Bearer <key>` plus x-user-id / x-company-id / x-app-id headers,
 JSON bodies for POST and URL-encoded query strings for GET; it treats any 2xx as success,

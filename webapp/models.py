@@ -1,4 +1,5 @@
-"""The domain model of DESIGN.md as SQLAlchemy 2 typed models.
+"""The domain model as SQLAlchemy 2 typed models: projects, channels, conversations, messages,
+their tool calls and service calls, redaction rules, and the raw OTLP rows.
 
 Integer primary keys (`id`) are internal row ids; the ids agents send (`external_id`,
 `external_tool_call_id`) are kept apart and are unique per project, never globally, so that one
@@ -43,7 +44,7 @@ class Project(db.Model):
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # Replay freshness window (seed 001); channels may override it.
+    # Replay freshness window: older tool results are not replayed; channels may override it.
     freshness_seconds: Mapped[int | None] = mapped_column(Integer, default=300)
     # {"model-name": {"input_per_mtok": "1.0", "output_per_mtok": "2.0", ...}}
     price_overrides: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
@@ -219,7 +220,7 @@ class ToolDefinition(db.Model):
 
 
 class RedactionRule(db.Model):
-    """A per-project rule applied to tool calls before they are stored (seed 001's persist hook).
+    """A per-project rule applied to tool calls before they are stored (masks, paths, skip).
 
     kind: `mask` (value: list of built-in detectors such as "email", "card", "api_key",
     "bearer"), `redact_paths` (value: list of argument/result JSON paths), `skip` (the tool is
@@ -292,7 +293,7 @@ class OtelSpan(db.Model):
     scope_name: Mapped[str] = mapped_column(Text, default="")
     scope_version: Mapped[str] = mapped_column(Text, default="")
     service_name: Mapped[str] = mapped_column(Text, default="")
-    # tool, agent, llm or other (§6.1 of the specification).
+    # tool, agent, llm or other (docs/otlp-mapping.md, 'Which spans are model calls').
     span_class: Mapped[str] = mapped_column(String(8))
     resource: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     attributes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)

@@ -1,4 +1,4 @@
-"""Redaction of tool calls before they are stored (seed 001's persist hook, done server-side).
+"""Redaction of tool calls before they are stored: an agent's persist hook, done server-side.
 
 Pure: no Flask, no database. A project's rules are compiled once (`compile_rules`, cached by
 their content) and give, per tool name, a `ToolPolicy` that redacts one call's arguments and

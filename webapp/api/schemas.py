@@ -109,7 +109,7 @@ class _SdkIn(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
-# --- MessageTool-compatible (camelCase, seed 003) ----------------------------------------------
+# --- MessageTool-compatible (camelCase, as `unique_sdk.MessageTool` sends it) -------------------
 
 
 class ToolResponseIn(_SdkIn):

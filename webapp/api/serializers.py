@@ -36,7 +36,7 @@ def duration_ms(started_at: datetime | None, ended_at: datetime | None) -> float
 def message_tool(
     row: Row, message_external_id: str, iso_text: Callable[[datetime | None], str | None] = iso
 ) -> dict[str, Any]:
-    """The merged call + response view of the MessageTool API (seed 003)."""
+    """The merged call + response view of `unique_sdk`'s MessageTool API."""
     call_id = str(row["id"])
     response = None
     if row["response"] is not None:

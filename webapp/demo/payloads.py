@@ -50,7 +50,7 @@ def call_id(*parts: object) -> str:
 
 
 def sources(first: int, items: list[tuple[str, str, str]]) -> str:
-    """A search result as seed 000 stores it: a JSON list of numbered sources."""
+    """A search result as unique_toolkit stores it: a JSON list of numbered sources."""
     return json.dumps(
         [
             {"source_number": first + n, "title": title, "url": url, "snippet": snippet}

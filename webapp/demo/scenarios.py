@@ -251,7 +251,7 @@ def weather_parallel(cid: str, now: datetime) -> Scenario:
 
 @scenario(PREFIX + "order-status")
 def order_status(cid: str, now: datetime) -> Scenario:
-    """Seed 001's story: an order looked up 20 minutes ago may have changed since."""
+    """The freshness window's story: an order looked up 20 minutes ago may have changed since."""
     at = now - timedelta(minutes=20)
     turn = Turn(f"{cid}-1", at, "Where is my order A-1042?", model="gpt-4o-mini").round(
         Call(
@@ -352,7 +352,7 @@ def cancelled_run(cid: str, now: datetime) -> Scenario:
 
 @scenario(PREFIX + "in-progress")
 def in_progress(cid: str, now: datetime) -> Scenario:
-    """Per-service-call persistence (seed 002): rounds posted as they happen, run not done."""
+    """Per-service-call persistence: rounds posted as they happen, run not done."""
     at = now - timedelta(seconds=12)
     turn = (
         Turn(f"{cid}-1", at, "Is checkout latency back to normal?")

@@ -5,7 +5,7 @@ prompt and tool definitions are a fixed cost; each unit costs ``units.MESSAGE_OV
 message plus the counted text, call names, argument JSON and results. System messages from the
 history are fixed as well.
 
-``fifo`` (seed 004's removable units): drop the oldest user message, assistant round (call
+``fifo`` (a FIFO pruner's removable units): drop the oldest user message, assistant round (call
 message with all its results) or assistant text, one at a time, until the estimate fits. The
 latest user message is never dropped, whatever its position.
 

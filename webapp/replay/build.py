@@ -8,8 +8,8 @@ Order of work per assistant message (conversation order, messages sorted by
    is newer than ``as_of``), the run is treated as ``in_progress`` whatever its stored status
    (``completed``, ``failed`` or ``cancelled`` is how it ended, later): at that moment it had
    not finished, its final text did not exist yet, and nothing was compacted against it (the
-   seed compacts at the end of a turn, against the final answer).
-2. Persistence (seed 002). ``per-run``: a run that is not completed contributes nothing.
+   compaction runs at the end of a turn, against the final answer).
+2. Persistence. ``per-run``: a run that is not completed contributes nothing.
    ``per-service-call``: its rounds are replayed like any other; its final text is replayed when
    stored, except when the run was still in progress at ``as_of`` (see 1). A missing status on
    an assistant message means ``completed``.
@@ -17,7 +17,7 @@ Order of work per assistant message (conversation order, messages sorted by
    kept when it has a response at ``as_of`` (``""`` counts) that is inside the freshness window
    (age = ``as_of`` - response time, or call time when the response has none). A round with no
    kept call is skipped.
-4. Trailing results (seed 002): the results of the last replayed round are *trailing* when that
+4. Trailing results: the results of the last replayed round are *trailing* when that
    round is the last stored round of the run, the run has no final text to replay, and no
    service call with a later round index is stored. Nothing in the run consumed them, so with
    ``trim_trailing`` on the round is dropped — calls and results — because a call must never

@@ -1,14 +1,14 @@
-"""Source compaction (seed 000): drop search results the answer did not cite.
+"""Source compaction: drop search results the answer did not cite.
 
 A tool result is a *sources list* when it parses as a non-empty JSON list whose items are all
 objects with an integer ``source_number``. Such a result keeps only the items whose number is
 cited as ``[sourceN]`` (any letter case) in the final text of the same assistant message.
 Numbers are never renumbered, so citations already stored in that text stay valid.
 
-Semantics where the seed is silent:
+Semantics where unique_toolkit's ``compact_message_tools``, which this follows, is silent:
 
 * A run without final text has cited nothing *yet*; its results are left untouched rather than
-  emptied (compaction happens at the end of a turn in the seed).
+  emptied (the toolkit compacts at the end of a turn).
 * Lists with a single item lacking an integer ``source_number`` are not sources lists and are
   left alone; so is anything that is not valid JSON, and (a shortcut that keeps large results
   cheap) any text that does not contain ``"source_number"`` literally.

@@ -5,7 +5,7 @@ request, the channel and the project before calling :func:`webapp.replay.replay`
 never looks at the clock: ``as_of=None`` means "the latest moment present in the data", so the
 same history and options always give the same payload. A caller that wants "now" passes it.
 
-``freshness_seconds`` defaults to 300 (seed 001's five minutes); the caller is expected to
+``freshness_seconds`` defaults to 300 (five minutes); the caller is expected to
 replace it with the channel override or the project default, or ``None`` to turn the window off.
 """
 

@@ -1,17 +1,17 @@
-"""Per-result truncation (seed 004).
+"""Per-result truncation: a result over the token cap is cut to it, with a notice.
 
 A result over ``result_token_cap`` tokens is cut to the cap and gets the notice
 ``\\n[... truncated N tokens ...]`` appended, where N is ``tokens - cap``: how many tokens the
-result had over the cap, exactly as seed 004's ``ToolResultTruncator`` writes it
+result had over the cap, exactly as an agent's ``ToolResultTruncator`` writes it
 (``tokens - maxTokens``). With the default counter the kept prefix has exactly ``cap`` tokens,
 so N is also the number of tokens cut; a real tokenizer may have to stop a token or two short of
 the cap at a token boundary, and the exact number cut is then in the diagnostic's
 ``cut_tokens`` and the stats' ``truncated_tokens``. The notice itself is not counted against the
-cap, as in the seed.
+cap, as in that truncator.
 
 A result that already ends with such a notice and whose text before it fits the cap is left as
 it is: it was cut before (by an earlier replay whose export was imported back, or by an agent
-running the seed's truncator), and cutting it again would only cut the notice.
+running such a truncator), and cutting it again would only cut the notice.
 
 The prefix is first guessed as ``cap * 4`` characters, then checked with the injected counter
 and shrunk proportionally (a few steps, then a binary search), so any tokenizer works and the

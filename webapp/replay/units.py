@@ -1,7 +1,7 @@
 """The neutral turn structure between the rules and the provider renderers.
 
 A replay is first built as a list of *units* in conversation order; every unit is either kept
-or dropped as a whole, which is what makes pruning safe (seed 004):
+or dropped as a whole, so pruning never separates a call from its results:
 
 ``system``  a system message from the history (fixed cost, never pruned)
 ``user``    one user message

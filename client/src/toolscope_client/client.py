@@ -285,7 +285,7 @@ class ToolscopeClient:
         """A stored conversation with its messages, tool calls and usage (None if unreachable)."""
         return self._delivery.read(f"/conversations/{segment(conversation_id)}")
 
-    # -- MessageTool-compatible API (seed 003) --------------------------------------------------
+    # -- MessageTool-compatible API (`unique_sdk.MessageTool`) ---------------------------------
 
     @_agent_safe()
     def create_message_tools(
@@ -312,7 +312,7 @@ class ToolscopeClient:
         """`MessageTool.get_message_tools`: one GET per 200 ids (the server's limit), merged.
 
         Reads are not buffered: when Toolscope is unreachable this logs a warning and returns an
-        empty list (as seed 000's history loader does), unless `raise_errors`.
+        empty list (as unique_toolkit's history loader does), unless `raise_errors`.
         """
         if isinstance(message_ids, str):
             message_ids = message_ids.split(",")
