@@ -2,7 +2,8 @@
 (docs/otlp.md), and their encodings as OTLP/JSON and protobuf request bodies.
 
 `agent_run(...)` makes one agent run (system + user prompt → N rounds of parallel tool calls →
-final text) in the span shapes of the families of §1.1, as `records.Span` values.
+final text) in the span shapes of the producers (docs/otlp-mapping.md, 'Producers'), as
+`records.Span` values.
 """
 
 from __future__ import annotations

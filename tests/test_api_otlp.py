@@ -1,4 +1,4 @@
-"""The OTLP/HTTP receiver (§3, §5, §7.5): encodings, auth, sizes, answers, duplicates, order
+"""The OTLP/HTTP receiver: encodings, auth, sizes, answers, duplicates, order
 independence, projects kept apart, and a constant number of statements per request."""
 
 from __future__ import annotations

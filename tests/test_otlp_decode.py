@@ -1,4 +1,5 @@
-"""Reading OTLP export requests: protobuf and OTLP/JSON give the same values (§3-4)."""
+"""Reading OTLP export requests: protobuf and OTLP/JSON give the same values
+(docs/otlp-mapping.md, 'Decoding')."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Normalization of spans and GenAI log records (§6): classification, every source in its
-precedence order, and the quirks real producers show (§1.3)."""
+"""Normalization of spans and GenAI log records: classification, every source in its
+precedence order (docs/otlp-mapping.md, 'Where messages are read'), and the quirks real
+producers show."""
 
 from __future__ import annotations
 

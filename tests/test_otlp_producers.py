@@ -1,8 +1,8 @@
-"""The real producers (docs/otlp.md §1): each family's instrumentation runs a tiny agent against a
-fake OpenAI server and exports, with the real OTLP/HTTP exporters in protobuf and in OTLP/JSON,
-to a live Toolscope. The conversation Toolscope rebuilds must be what the agent did: rounds,
-parallel calls in the model's order, arguments, results, usage, and a replay equal to the second
-request the agent really sent.
+"""The real producers (docs/otlp-mapping.md, 'Producers'): each family's instrumentation runs a
+tiny agent against a fake OpenAI server and exports, with the real OTLP/HTTP exporters in
+protobuf and in OTLP/JSON, to a live Toolscope. The conversation Toolscope rebuilds must be what
+the agent did: rounds, parallel calls in the model's order, arguments, results, usage, and a
+replay equal to the second request the agent really sent.
 
 The instrumentations live in their own virtualenv (`tests/otlp_agents/requirements.txt`, built
 once and reused while the file is unchanged) and the Node one in

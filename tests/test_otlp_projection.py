@@ -1,4 +1,4 @@
-"""The projection (§7) on plain records: turns, rounds, calls, messages and conversations, and
+"""The projection on plain records: turns, rounds, calls, messages and conversations, and
 its guarantees: order, duplication and batching do not change the result."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Redaction before storage (§5): the project's rules reach every place a tool argument or
+"""Redaction before storage: the project's rules reach every place a tool argument or
 result sits in OTLP data, and a redacted secret is nowhere in the rows to store."""
 
 from __future__ import annotations
