@@ -87,12 +87,12 @@ def test_an_exhausted_connection_pool_is_a_503(app, client, project_key, monkeyp
     too, wherever in the request it happens."""
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    import webapp.api.endpoint as endpoint
+    import webapp.ingest.transaction as transaction
 
     def exhausted() -> None:
         raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached")
 
-    monkeypatch.setattr(endpoint, "begin_write", exhausted)
+    monkeypatch.setattr(transaction, "begin_write", exhausted)
     response = post(client, project_key, [tool_item(0, 0, response="r")])
     assert_error(response, 503, "busy")
     assert response.headers["Retry-After"] == "1"

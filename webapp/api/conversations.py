@@ -14,6 +14,7 @@ from .. import ingest
 from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
 from ..ingest.importers import ImportedConversation, ImportFormatError, import_conversation
+from ..ingest.transaction import Write
 from ..queries import messages as reads
 from ..queries.conversation_list import ListFilters, list_conversations, page_start, search_text
 from ..queries.conversations import find_conversation
@@ -59,7 +60,9 @@ def _prepare(message_drafts: list[MessageDraft]) -> tuple[WriteContext, list[Pre
     return ctx, ingest.prepare_messages(ctx, message_drafts)
 
 
-def _store(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]) -> list[dict[str, Any]]:
+def _write_messages(
+    ctx: WriteContext, cid: str, prepared: list[PreparedMessage]
+) -> list[dict[str, Any]]:
     """Write messages into conversation `cid` (created if unknown); the stored rows."""
     conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now)
     return ingest.store_messages(ctx, conversation_id, cid, prepared)
@@ -100,6 +103,66 @@ def _messages_out(message_ids: list[int], cid: str) -> list[dict[str, Any]]:
     return [serializers.message(rows[i], cid, calls[i], usage[i]) for i in message_ids]
 
 
+# --- Store steps: each route's `Write`, run in the write transaction (perhaps twice) ----------
+
+
+def _store_conversation(
+    ctx: WriteContext,
+    cid: str,
+    body: ConversationPut,
+    values: dict[str, Any],
+    tools: list[dict[str, Any]] | None,
+):
+    conversation_id, created = ingest.ensure_conversation(
+        ctx.project_id, cid, ctx.now, body.created_at
+    )
+    changes = dict(values)
+    if body.created_at is not None and not created:
+        changes["created_at"] = body.created_at
+    if body.channel is not None:
+        changes["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
+    if tools is not None:
+        ingest.replace_tool_definitions(conversation_id, tools)
+    ingest.update_conversation(conversation_id, changes, ctx.now)
+    return jsonify(_conversation_out(ctx.project_id, cid)), 201 if created else 200
+
+
+def _store_messages(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]):
+    rows = _write_messages(ctx, cid, prepared)
+    data = _messages_out([r["id"] for r in rows], cid)
+    return jsonify({"object": "list", "data": data, "has_more": False}), 201
+
+
+def _store_turn(ctx: WriteContext, cid: str, prepared: list[PreparedMessage], has_user: bool):
+    rows = _write_messages(ctx, cid, prepared)
+    out = _messages_out([r["id"] for r in rows], cid)
+    return jsonify(
+        {"object": "turn", "user": out[0] if has_user else None, "assistant": out[-1]}
+    ), 201
+
+
+def _store_round(ctx: WriteContext, cid: str, prepared: list[PreparedMessage]):
+    rows = _write_messages(ctx, cid, prepared)
+    return jsonify(_messages_out([rows[0]["id"]], cid)[0]), 201
+
+
+def _store_import(
+    ctx: WriteContext,
+    cid: str,
+    prepared: list[PreparedMessage],
+    imported: ImportedConversation,
+    started_at: datetime | None,
+):
+    conversation_id, _ = ingest.ensure_conversation(ctx.project_id, cid, ctx.now, started_at)
+    ingest.store_messages(ctx, conversation_id, cid, prepared)
+    if imported.tools:
+        ingest.replace_tool_definitions(conversation_id, imported.tools)
+    if imported.system_prompt is not None:
+        values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
+        ingest.update_conversation(conversation_id, values, ctx.now)
+    return jsonify(_conversation_detail(ctx.project_id, cid)), 201
+
+
 # --- Routes -----------------------------------------------------------------------------------
 
 
@@ -123,22 +186,7 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
     if body.system_prompt is not None:
         values["system_prompt"] = ingest.clean_text(body.system_prompt)
     tools = [t.model_dump() for t in body.tools] if body.tools is not None else None
-
-    def store():
-        conversation_id, created = ingest.ensure_conversation(
-            ctx.project_id, cid, ctx.now, body.created_at
-        )
-        changes = dict(values)
-        if body.created_at is not None and not created:
-            changes["created_at"] = body.created_at
-        if body.channel is not None:
-            changes["channel_id"] = ingest.ensure_channel(ctx.project_id, body.channel, ctx.now)
-        if tools is not None:
-            ingest.replace_tool_definitions(conversation_id, tools)
-        ingest.update_conversation(conversation_id, changes, ctx.now)
-        return jsonify(_conversation_out(ctx.project_id, cid)), 201 if created else 200
-
-    return store
+    return Write(_store_conversation, (ctx, cid, body, values, tools))
 
 
 @bp.get(
@@ -215,13 +263,7 @@ def messages_post(path: ConversationPath, body: MessagesCreate):
         "messages", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
     )
     ctx, prepared = _prepare(message_drafts)
-
-    def store():
-        rows = _store(ctx, cid, prepared)
-        data = _messages_out([r["id"] for r in rows], cid)
-        return jsonify({"object": "list", "data": data, "has_more": False}), 201
-
-    return store
+    return Write(_store_messages, (ctx, cid, prepared))
 
 
 @bp.post(
@@ -242,15 +284,7 @@ def turns_post(path: ConversationPath, body: TurnCreate):
         "assistant.rounds", _call_count(message_drafts), "MAX_TOOLS_PER_REQUEST", "tool calls"
     )
     ctx, prepared = _prepare(message_drafts)
-
-    def store():
-        rows = _store(ctx, cid, prepared)
-        out = _messages_out([r["id"] for r in rows], cid)
-        return jsonify(
-            {"object": "turn", "user": out[0] if body.user else None, "assistant": out[-1]}
-        ), 201
-
-    return store
+    return Write(_store_turn, (ctx, cid, prepared, body.user is not None))
 
 
 @bp.post(
@@ -279,12 +313,7 @@ def round_post(path: RoundPath, body: RoundCreate):
     if body.usage is not None:
         draft.usage.append(drafts.usage_draft("usage", body.usage, path.round_index))
     ctx, prepared = _prepare([draft])
-
-    def store():
-        rows = _store(ctx, cid, prepared)
-        return jsonify(_messages_out([rows[0]["id"]], cid)[0]), 201
-
-    return store
+    return Write(_store_round, (ctx, cid, prepared))
 
 
 @bp.post(
@@ -307,20 +336,7 @@ def conversation_import_post(path: ConversationPath, body: ImportCreate):
     ctx = write_context()
     times = import_times(len(imported.messages), ctx.now, body.started_at)
     prepared = ingest.prepare_messages(ctx, _import_drafts(imported, times))
-
-    def store():
-        conversation_id, _ = ingest.ensure_conversation(
-            ctx.project_id, cid, ctx.now, times[0] if times else None
-        )
-        ingest.store_messages(ctx, conversation_id, cid, prepared)
-        if imported.tools:
-            ingest.replace_tool_definitions(conversation_id, imported.tools)
-        if imported.system_prompt is not None:
-            values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
-            ingest.update_conversation(conversation_id, values, ctx.now)
-        return jsonify(_conversation_detail(ctx.project_id, cid)), 201
-
-    return store
+    return Write(_store_import, (ctx, cid, prepared, imported, times[0] if times else None))
 
 
 def _read_import(cid: str, body: ImportCreate) -> ImportedConversation:

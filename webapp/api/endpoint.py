@@ -17,14 +17,12 @@ annotations flask-openapi3 reads to write the OpenAPI document, and:
 3. runs the view. A read view returns the response. A write view declared with
    `prepares=True` is a *prepare* step: it checks and redacts the input and counts its tokens
    (reading what it needs in a short read transaction, none when the key and the project's
-   redaction rules come from the cache), then returns a `Store`: a function of no arguments
-   that runs only the SQL and returns the response. (A plain write view is its own `Store`.)
-   The read transaction, if any, is ended, the write transaction opened with `begin_write()`
-   (SQLite's write lock up front), the `Store` run and committed.
-   So on SQLite, where one writer at a time holds the lock, the CPU work of one request runs
-   while another request writes. A lost insert race (`RaceLost`, or a unique
-   violation, deadlock or serialization failure on PostgreSQL) is rolled back and the `Store`
-   run once more; SQLite still locked after its busy timeout is a 503, which clients retry.
+   redaction rules come from the cache), then returns a `Write` (`webapp.ingest.transaction`):
+   its database step, a named function that runs only the SQL and returns the response, with
+   the prepared values it is called with. (A plain write view is its own step.) The read
+   transaction, if any, is ended and `run_write` runs the step in the write transaction:
+   `begin_write()` (SQLite's write lock up front), once more after a lost insert race, a 503
+   when the database stays busy (see there).
 
 flask-openapi3 is told not to validate (`__delay_validate_request__`): its body parsing answers
 malformed JSON with a 422 and cannot tell a wrong content type apart.
@@ -33,26 +31,20 @@ malformed JSON with a 422 and cannot tell a wrong content type apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial, wraps
+from functools import wraps
 from typing import Any, get_type_hints
 
 from flask import current_app, g, request
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from ..auth import authenticate_api_key, check_api_cache
 from ..body_deadline import discard_body
-from ..db import begin_write, db, utcnow
+from ..db import db, utcnow
 from ..errors import ApiError, answer_as_unique_api, validation_details
-from ..ingest import RaceLost, WriteContext, load_rules
-
-# What a write view returns: its database step, run inside the write transaction (perhaps twice).
-Store = Callable[[], Any]
-
-# PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then.
-_RETRY_SQLSTATES = {"40001", "40P01", "23505"}
+from ..ingest import WriteContext, load_rules
+from ..ingest.transaction import StaleCache, Write, busy, run_write
 
 
 def _is_json_mimetype(mimetype: str) -> bool:
@@ -134,37 +126,13 @@ def _parse_inputs(
     return inputs
 
 
-def _retryable(exc: Exception) -> bool:
-    if isinstance(exc, RaceLost):
-        return True
-    if isinstance(exc, DBAPIError):
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        if sqlstate in _RETRY_SQLSTATES:
-            return True
-        # SQLite: a unique violation can only be a race (BEGIN IMMEDIATE makes it very rare).
-        return isinstance(exc, IntegrityError) and "UNIQUE" in str(exc.orig)
-    return False
-
-
-# PostgreSQL: lock_timeout (PG_LOCK_TIMEOUT_MS) or statement_timeout ran out.
-_BUSY_SQLSTATES = {"55P03", "57014"}
-
-
-def _sqlite_busy(exc: Exception) -> bool:
-    """The database did not let this write in in time: SQLite's lock after its busy timeout,
-    or a PostgreSQL row lock after lock_timeout. Answered 503 with Retry-After."""
-    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _BUSY_SQLSTATES:
-        return True
-    return isinstance(exc, OperationalError) and "database is locked" in str(exc.orig)
-
-
 def endpoint(
     *, write: bool = False, prepares: bool = False, unique_api: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate an API view (below the blueprint's route decorator).
 
     `write=True`: the view runs in the write transaction. With `prepares=True` as well, the view
-    runs before it, outside any write, and returns the `Store` to run in it. `unique_api=True`:
+    runs before it, outside any write, and returns the `Write` to run in it. `unique_api=True`:
     the view's errors take the statuses the unique_sdk understands (see webapp.errors).
     """
     assert write or not prepares, "prepares=True is for write views"
@@ -184,7 +152,7 @@ def endpoint(
             except PoolTimeout as exc:
                 # Every connection of the worker's pool is busy: back-pressure, not a 500.
                 db.session.rollback()
-                raise _busy() from exc
+                raise busy() from exc
 
         def run(**path_kwargs: Any) -> Any:
             if unique_api:
@@ -196,9 +164,10 @@ def endpoint(
             authenticate_api_key(defer_check=prepares)
             if prepares and not g.api_cache_checked:
                 inputs = _parse_inputs_checked(models, path_kwargs)
-                response = _run_prepared(func, inputs, check=True)
-                if response is not _STALE:
-                    return response
+                try:
+                    return _run_prepared(func, inputs, check=True)
+                except StaleCache:
+                    pass
                 # A key, a price or a rule changed since this worker read them: again, read.
                 authenticate_api_key()
                 return _run_prepared(func, inputs, check=False)
@@ -210,16 +179,12 @@ def endpoint(
             if prepares:
                 return _run_prepared(func, inputs, check=False)
             db.session.commit()  # ends the read (the key) before the write lock is taken
-            return _run_write(partial(func, **inputs))
+            return run_write(Write(func, kwargs=inputs))
 
         view.__delay_validate_request__ = True  # type: ignore[attr-defined]
         return view
 
     return decorate
-
-
-# `_run_write`'s answer when the cache a prepare step used was out of date.
-_STALE = object()
 
 
 def _parse_inputs_checked(
@@ -249,10 +214,12 @@ def _check_key_now() -> None:
 
 
 def _run_prepared(func: Callable[..., Any], inputs: dict[str, Any], *, check: bool) -> Any:
-    """A prepare step, then its `Store` in the write transaction. `check`: the cache was not
-    checked yet; the write checks it first and answers `_STALE` if it was out of date."""
+    """A prepare step, then its `Write` in the write transaction. `check`: the cache was not
+    checked yet; the write checks it first and raises `StaleCache` if it was out of date."""
     try:
-        store = func(**inputs)
+        write = func(**inputs)
+        if not isinstance(write, Write):
+            raise TypeError(f"{func.__qualname__} (prepares=True) must return a Write")
         if db.session().in_transaction():
             db.session.commit()  # ends the read (if any) before the write lock is taken
     except (ApiError, HTTPException):
@@ -263,33 +230,7 @@ def _run_prepared(func: Callable[..., Any], inputs: dict[str, Any], *, check: bo
     except BaseException:
         db.session.rollback()
         raise
-    return _run_write(store, check=check)
-
-
-def _run_write(store: Store, *, check: bool = False) -> Any:
-    """Run a write view's database step in the write transaction; one retry on a lost race."""
-    for attempt in (1, 2):
-        try:
-            begin_write()
-            if check and not check_api_cache():
-                db.session.rollback()
-                return _STALE
-            response = store()
-            db.session.commit()
-            return response
-        except (RaceLost, DBAPIError) as exc:
-            db.session.rollback()
-            if _sqlite_busy(exc):
-                raise _busy() from exc
-            if not _retryable(exc):
-                raise
-            if attempt == 2:
-                current_app.logger.warning("write race lost twice: %s", exc)
-                raise _busy() from exc
-        except BaseException:
-            db.session.rollback()
-            raise
-    raise AssertionError("unreachable")
+    return run_write(write, check=check_api_cache if check else None)
 
 
 def write_context() -> WriteContext:
@@ -303,10 +244,4 @@ def write_context() -> WriteContext:
         rules=load_rules(project.id),
         max_result_bytes=current_app.config["MAX_RESULT_BYTES"],
         price_overrides=project.price_overrides,
-    )
-
-
-def _busy() -> ApiError:
-    return ApiError(
-        503, "the database is busy with concurrent writes; retry the request", code="busy"
     )

@@ -9,7 +9,14 @@ from __future__ import annotations
 from flask import current_app, g, jsonify, request
 from flask_openapi3 import Tag
 
-from ..ingest import Invalid, prepare_message_tools, store_message_tools
+from ..ingest import (
+    Invalid,
+    PreparedToolBatch,
+    WriteContext,
+    prepare_message_tools,
+    store_message_tools,
+)
+from ..ingest.transaction import Write
 from ..queries.messages import message_tools
 from . import bp, drafts, serializers
 from .endpoint import endpoint, write_context
@@ -42,13 +49,14 @@ def message_tools_post(body: MessageToolsCreate):
     drafts.check_count("tools", len(body.tools), "MAX_TOOLS_PER_REQUEST", "tools")
     ctx = write_context()
     batch = prepare_message_tools(ctx, body.messageId, drafts.sdk_calls(body.tools))
+    return Write(_store_tools, (ctx, batch))
 
-    def store():
-        rows = store_message_tools(ctx, batch)
-        data = serializers.message_tools(rows, body.messageId)
-        return serializers.fast_json(serializers.listing(data), 201)
 
-    return store
+def _store_tools(ctx: WriteContext, batch: PreparedToolBatch):
+    """The write of a MessageTool batch, and the answer: the calls as stored."""
+    rows = store_message_tools(ctx, batch)
+    data = serializers.message_tools(rows, batch.message_external_id)
+    return serializers.fast_json(serializers.listing(data), 201)
 
 
 @bp.get(

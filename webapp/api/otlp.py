@@ -8,8 +8,9 @@ What a request goes through, in order, each failure answered in OTLP's own way (
 3. the body, read to its end even when chunked, and decompressed, each capped at
    TOOLSCOPE_OTLP_MAX_BODY_BYTES (413);
 4. decoding (400), normalization and redaction, outside the write lock;
-5. the write transaction (raw rows and the projection, `ingest.otlp.store`), through the API's
-   write path: a lost race runs again, a busy SQLite answers 503 with `Retry-After`.
+5. the write transaction (raw rows and the projection, `ingest.otlp.store`), run by
+   `ingest.transaction.run_write`: a lost race runs again, a busy database answers 503 with
+   `Retry-After`.
 Success is 200 with an empty `Export*ServiceResponse`, or with `partialSuccess` when items were
 rejected or something deserves a warning (a span re-sent with other content, a cut result).
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from functools import partial
 from typing import Any
 
 from flask import Response, current_app, g, request
@@ -38,7 +38,7 @@ from ..ingest.otlp.batch import Batch, decode, prepare_logs, prepare_spans
 from ..ingest.otlp.projection import Options
 from ..ingest.otlp.records import DecodeError
 from ..ingest.otlp.store import StoreContext, StoreResult, prepare_export, write_export
-from .endpoint import _run_write
+from ..ingest.transaction import Write, run_write
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -202,7 +202,7 @@ def export(signal: str) -> Response:
         prepared = prepare_export(ctx, batch)
         db.session.commit()  # ends the read before the write lock is taken
         try:
-            result = _run_write(partial(write_export, ctx, prepared))
+            result = run_write(Write(write_export, (ctx, prepared)))
         except ApiError as exc:
             raise OtlpError(exc.status, exc.message, exc.code) from None
         return _answer(signal, encoding, batch.rejected, _summary(batch, result))
