@@ -8,7 +8,7 @@ of one message queue up instead of racing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -84,6 +84,35 @@ def _lock_messages(project_id: int, external_ids: Iterable[str]) -> dict[str, di
     return {r["external_id"]: dict(r) for r in rows}
 
 
+# What a write may change on a stored message: the one UPDATE of message rows, by row id, for
+# the native write path and the OTLP projector alike. Bind names carry a `b_` prefix: SQLAlchemy
+# refuses a bindparam named like a column the statement sets.
+_UPDATED_COLUMNS = (
+    "conversation_id",
+    "role",
+    "content",
+    "created_at",
+    "status",
+    "model",
+    "content_tokens",
+)
+_UPDATE_MESSAGE = (
+    update(MESSAGE)
+    .where(MESSAGE.c.id == bindparam("b_id"))
+    .values({name: bindparam(f"b_{name}") for name in _UPDATED_COLUMNS})
+)
+
+
+def update_messages(rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write stored messages back in one executemany: each row holds its `id` and the columns
+    of `_UPDATED_COLUMNS` (other keys are ignored)."""
+    params = [{f"b_{k}": row[k] for k in ("id", *_UPDATED_COLUMNS)} for row in rows]
+    if params:
+        db.session.execute(
+            _UPDATE_MESSAGE, params, execution_options={"synchronize_session": False}
+        )
+
+
 def message_for_tools(
     project_id: int, external_id: str, now: datetime
 ) -> tuple[dict[str, Any], bool]:
@@ -143,37 +172,7 @@ def upsert_messages(
         for row in inserts:
             row["id"] = ids[row["external_id"]]
             stored[row["external_id"]] = row
-    if updates:
-        db.session.execute(
-            update(MESSAGE)
-            .where(MESSAGE.c.id == bindparam("b_id"))
-            .values(
-                conversation_id=bindparam("b_conversation_id"),
-                role=bindparam("b_role"),
-                content=bindparam("b_content"),
-                created_at=bindparam("b_created_at"),
-                status=bindparam("b_status"),
-                model=bindparam("b_model"),
-                content_tokens=bindparam("b_content_tokens"),
-            ),
-            [
-                {
-                    f"b_{k}": r[k]
-                    for k in (
-                        "id",
-                        "conversation_id",
-                        "role",
-                        "content",
-                        "created_at",
-                        "status",
-                        "model",
-                        "content_tokens",
-                    )
-                }
-                for r in updates
-            ],
-            execution_options={"synchronize_session": False},
-        )
+    update_messages(updates)
     return stored, {row["external_id"] for row in inserts}
 
 

@@ -47,6 +47,7 @@ from ...sql import (
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..conversations import REVISION_BUMP
 from ..errors import Invalid, RaceLost
+from ..messages import update_messages
 from ..usage import UsageDraft, price_usage
 from ..values import clean_json, clean_text, compact_json
 from .batch import Batch
@@ -582,26 +583,6 @@ def _usage_rows(ctx: StoreContext, turn: TurnPlan) -> list[dict[str, Any]]:
     return rows
 
 
-_UPDATE_MESSAGE = (
-    update(MESSAGE)
-    .where(MESSAGE.c.id == bindparam("b_id"))
-    .values(
-        {
-            name: bindparam(f"b_{name}")
-            for name in (
-                "conversation_id",
-                "role",
-                "content",
-                "created_at",
-                "status",
-                "model",
-                "content_tokens",
-            )
-        }
-    )
-)
-
-
 def _insert_turns(
     ctx: StoreContext,
     writes: list[_TurnWrite],
@@ -618,16 +599,11 @@ def _insert_turns(
         for row in w.messages
     ]
     ids = dict(reused)
-    updates = [
-        {f"b_{k}": v for k, v in row.items() if k not in ("project_id", "external_id")}
-        | {"b_id": reused[row["external_id"]]}
+    update_messages(
+        {**row, "id": reused[row["external_id"]]}
         for row in message_rows
         if row["external_id"] in reused
-    ]
-    if updates:
-        db.session.execute(
-            _UPDATE_MESSAGE, updates, execution_options={"synchronize_session": False}
-        )
+    )
     inserts = [row for row in message_rows if row["external_id"] not in reused]
     if inserts:
         stmt = (
@@ -719,7 +695,7 @@ def _update_conversations(
     touched = [p for p in plans if conversation_ids[p.external_id] in changed]
     ids = sorted(conversation_ids[p.external_id] for p in touched)
     # Conversations that only lost turns (moved elsewhere) are not among the plans: what their
-    # replay reads changed all the same (webapp.replay_cache).
+    # replay reads changed all the same (webapp.services.replay_cache).
     untouched = sorted(changed - set(ids))
     if untouched:
         db.session.execute(
