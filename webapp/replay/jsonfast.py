@@ -67,6 +67,13 @@ def dumps(obj: Any, *, allow_nan: bool = True) -> str:
     return "".join(fast(obj, 0))
 
 
+def canonical(obj: Any) -> str:
+    """Compact JSON of ``obj`` with keys sorted and values JSON has no type for as their
+    ``str()``: the text a digest of received data is taken of (OTLP ingestion recognises a
+    re-sent span by it), so its bytes must never change, or stored digests stop matching."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def loads(text: str | bytes, *, allow_nan: bool = True) -> Any:
     """The value that JSON `text` encodes. Raises ValueError when `text` is not JSON, nests
     deeper than `MAX_DEPTH`, or has a number too long to convert. `allow_nan=False` refuses
