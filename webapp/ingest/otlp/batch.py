@@ -10,12 +10,12 @@ request keeps the first; the writer compares digests with stored rows the same w
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...redaction import CompiledRules
+from ...replay.jsonfast import canonical
 from . import json_reader, protobuf_reader
 from .messages import DEFAULT_PARSE_LIMIT
 from .normalize import is_genai_log, normalize_log, normalize_span, raw_attributes
@@ -25,14 +25,8 @@ from .redact import masker, redact_records
 ENCODINGS = ("protobuf", "json")
 
 
-def _canonical(value: Any) -> bytes:
-    return json.dumps(
-        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
-    ).encode("utf-8", "surrogatepass")
-
-
 def _digest(*values: Any) -> str:
-    return hashlib.sha256(_canonical(values)).hexdigest()
+    return hashlib.sha256(canonical(values).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass

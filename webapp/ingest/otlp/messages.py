@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...replay.jsonfast import dumps
+
 Message = dict[str, Any]
 Part = dict[str, Any]
 
@@ -28,10 +30,6 @@ TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "functio
 # Content values longer than this are not parsed as JSON: they stay opaque strings. The app
 # passes TOOLSCOPE_MAX_RESULT_BYTES; this default serves the pure tests.
 DEFAULT_PARSE_LIMIT = 2 * 1024 * 1024
-
-
-def compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -60,7 +58,7 @@ def arguments_of(value: Any, limit: int = DEFAULT_PARSE_LIMIT) -> dict[str, Any]
         parsed = load_json(value, limit)
         return parsed if isinstance(parsed, dict) else {"_raw": value}
     try:
-        return {"_raw": compact(value)}
+        return {"_raw": dumps(value, allow_nan=False)}
     except ValueError:
         return {"_raw": str(value)}
 
@@ -70,7 +68,7 @@ def result_of(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     try:
-        return compact(value)
+        return dumps(value, allow_nan=False)
     except ValueError:
         return str(value)
 
