@@ -16,14 +16,8 @@ from webapp.bench.replay import _insert_rows
 from webapp.bench.server import BENCH_PROJECT
 from webapp.db import UTCDateTime, db
 from webapp.queries.conversations import find_conversation
-from webapp.queries.histories import _utc_from_driver, load_history
-from webapp.replay.history import (
-    Message,
-    ServiceCall,
-    ToolCall,
-    ToolDefinition,
-    positional_maker,
-)
+from webapp.queries.histories import _utc_from_driver, load_history, positional_maker
+from webapp.replay.history import Message, ServiceCall, ToolCall, ToolDefinition
 
 try:  # tests/ is on sys.path when pytest imports test modules by path
     from replay_strategies import assistant, at, call, history, user

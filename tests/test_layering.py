@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"models"},
     {"sql", "auth"},
     {"queries", "ingest", "login_limit"},
+    {"services"},
     {"api", "views"},
     {"app"},
     {"token_process"},

@@ -49,6 +49,7 @@ from webapp.replay.history import ServiceCall as HServiceCall
 from webapp.replay.history import ToolCall as HToolCall
 from webapp.replay.history import ToolDefinition as HToolDefinition
 from webapp.replay.jsonfast import MAX_DEPTH, dumps, dumps_ascii
+from webapp.services.replay_answer import text_only_messages
 from webapp.tokens import STORED_COUNTER, stored_counter
 
 # --- The encoder ------------------------------------------------------------------------------
@@ -219,8 +220,9 @@ def test_the_answer_is_jsonifys_bytes_for_hypothesis_histories(plain_app, histor
         assert new.mimetype == "application/json"
         # As the API sends it: the encoder's walk leaves out the messages the replay vouched
         # for (every OpenAI payload of a well-typed history).
-        assert result.text_messages == (opts.format != "anthropic")
-        vouched = json_response(document, text_messages=result.text_messages)
+        text_messages = text_only_messages(result.payload, opts.format)
+        assert text_messages == (opts.format != "anthropic")
+        vouched = json_response(document, text_messages=text_messages)
         assert vouched.get_data() == expected
 
 
@@ -270,7 +272,8 @@ def test_vouched_messages_keep_jsonifys_bytes_whatever_their_texts(plain_app, hi
             expected = jsonify(document).get_data()
         except (TypeError, ValueError):
             return  # jsonify cannot send it either
-        vouched = json_response(document, text_messages=result.text_messages)
+        text_messages = text_only_messages(result.payload, opts.format)
+        vouched = json_response(document, text_messages=text_messages)
         assert vouched.get_data() == expected
 
 
@@ -285,8 +288,8 @@ def test_a_text_of_another_type_is_not_vouched_for(plain_app) -> None:
     clean = replace(history, messages=(replace(message, tool_calls=(replace(h, response="ok"),)),))
     for fmt in ("openai-chat", "openai-responses"):
         opts = ReplayOptions(format=fmt, freshness_seconds=None, trim_trailing=False)
-        assert not replay(history, opts).text_messages
-        assert replay(clean, opts).text_messages
+        assert not text_only_messages(replay(history, opts).payload, fmt)
+        assert text_only_messages(replay(clean, opts).payload, fmt)
 
 
 # --- The answer through the API, for stored rows ------------------------------------------------

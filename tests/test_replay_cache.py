@@ -1,4 +1,4 @@
-"""The replay answer cache (webapp.queries.replay_cache) answers what the replay computes now.
+"""The replay answer cache (webapp.services.replay_cache) answers what the replay computes now.
 
 The proof is a hypothesis state machine that drives the real write paths (the HTTP API: turns,
 rounds, messages, MessageTool posts, conversation and channel updates, deletes, redaction
@@ -37,12 +37,12 @@ from hypothesis.stateful import (
 from webapp.db import db
 from webapp.ingest.token_pass import MESSAGES, count_pending
 from webapp.models import Conversation
-from webapp.queries import replay_cache
 from webapp.queries.conversations import find_conversation
 from webapp.queries.histories import load_history
 from webapp.replay import ReplayOptions, replay
 from webapp.replay.export import OptionError, build_replay, export_file, parse_query
 from webapp.replay.history import History, Message, ServiceCall, ToolCall
+from webapp.services import replay_cache
 from webapp.tokens import STORED_COUNTER
 
 BASE = "/api/v1/conversations"
@@ -77,7 +77,7 @@ def fresh(app, project_id: int, cid: str, params: dict[str, str], now: datetime,
             if conversation is None:
                 return 404, b""
             # Every row made again: the oracle does not share the worker's row memo.
-            loaded = load_history(conversation, reuse=False)
+            loaded = load_history(conversation)
             query = parse_query(params)
             built = build_replay(
                 conversation,
@@ -86,7 +86,6 @@ def fresh(app, project_id: int, cid: str, params: dict[str, str], now: datetime,
                 now=now,
                 count_tokens=loaded.token_counter(),
                 token_counter=STORED_COUNTER,
-                known_objects=loaded.object_arguments,
             )
             document = built.document()
             if download:

@@ -76,7 +76,7 @@ def _fresh(app: Any, cid: str, params: dict[str, str], now: datetime) -> bytes:
     with app.app_context(), app.test_request_context():
         project = get_or_create_project(BENCH_PROJECT)
         conversation = find_conversation(project.id, external_id=cid)
-        loaded = load_history(conversation, reuse=False)
+        loaded = load_history(conversation)
         built = build_replay(
             conversation,
             loaded.history,
@@ -84,7 +84,6 @@ def _fresh(app: Any, cid: str, params: dict[str, str], now: datetime) -> bytes:
             now=now,
             count_tokens=loaded.token_counter(),
             token_counter=STORED_COUNTER,
-            known_objects=loaded.object_arguments,
         )
         body = jsonify(built.document()).get_data()
         db.session.remove()

@@ -1,4 +1,4 @@
-"""The replay loader's row memo (webapp.queries.row_memo): what a worker made of a tool call row
+"""The replay loader's row memo (webapp.services.row_memo): what a worker made of a tool call row
 is reused only while the row reads back the same, whatever changed it, so a load with the memo
 is always the load without it. On SQLite and PostgreSQL (the ``app`` fixture); the hypothesis
 state machine of tests/test_replay_cache.py checks it on every write path too (its oracle loads
@@ -15,8 +15,8 @@ from webapp.db import db
 from webapp.ingest.token_pass import MESSAGES, count_pending
 from webapp.queries import histories
 from webapp.queries.conversations import find_conversation
-from webapp.queries.histories import LoadedHistory, load_history
-from webapp.queries.row_memo import Made, RowMemo, get_memo
+from webapp.queries.histories import LoadedHistory, Made, load_history
+from webapp.services.row_memo import RowMemo, get_memo
 
 BASE = "/api/v1/conversations"
 
@@ -49,7 +49,7 @@ def _store(client, key) -> None:
 def _load(project_id: int, *, reuse: bool = True) -> LoadedHistory:
     conversation = find_conversation(project_id, external_id="c1")
     assert conversation is not None
-    return load_history(conversation, reuse=reuse)
+    return load_history(conversation, memo=get_memo() if reuse else None)
 
 
 def _same(a: LoadedHistory, b: LoadedHistory) -> None:

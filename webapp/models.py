@@ -103,7 +103,7 @@ class Conversation(db.Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Bumped by every write that changes what the replay reads of this conversation (its
     # messages, calls, usage, tool definitions, own fields), in the UPDATE that sets
-    # updated_at: the replay cache's key (webapp.replay_cache).
+    # updated_at: the replay cache's key (webapp.services.replay_cache).
     revision: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
     channel: Mapped[Channel | None] = relationship()
@@ -172,7 +172,7 @@ class ToolInvocation(db.Model):
     response_bytes: Mapped[int | None] = mapped_column(Integer)
     # A random number that changes with every write to the row: the replay's loader reads only
     # (id, stamp) of the rows its worker made objects of before, and the rest of a row only
-    # when its stamp moved (webapp.queries.row_memo). The write paths set a new one; triggers
+    # when its stamp moved (webapp.services.row_memo). The write paths set a new one; triggers
     # set one for any other insert or update ("A tool call row's stamp" below). NULL (a row
     # stored before the column): read whole every time.
     stamp: Mapped[int | None] = mapped_column(BigInteger)
@@ -579,7 +579,8 @@ _after_create(SQLITE_API_STATE_DDL, PG_API_STATE_DDL)
 
 # --- What invalidates every cached replay at once ------------------------------------------
 #
-# A conversation's cached replays are keyed by its row id and revision (webapp.replay_cache).
+# A conversation's cached replays are keyed by its row id and revision
+# (webapp.services.replay_cache).
 # SQLite may give a deleted conversation's row id to the next one, whose revision starts at 0
 # again: deleting a conversation, by any path (the API, `toolscope conversations delete`, the
 # demo's reload, SQL by hand), bumps this number, which every cache check reads.

@@ -8,25 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, g, jsonify
+from flask import Response, current_app, g, jsonify
 from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..db import utcnow
 from ..errors import ApiError
-from ..queries import replay_cache
 from ..queries.conversations import find_conversation
-from ..queries.histories import load_history
-from ..queries.replay_cache import (
-    body_response,
-    download_encoder,
-    download_response,
-    dumps_json,
-    encode_json,
-    plain_json,
-)
 from ..replay.export import OptionError, ReplayQuery, download_filename
 from ..replay.gc_pause import gc_paused
+from ..services import replay_answer
+from ..services.replay_answer import download_encoder, dumps_json, encode_json, plain_json
 from . import bp
 from .endpoint import endpoint
 from .schemas import ConversationPath, error_responses
@@ -105,16 +97,16 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
     try:
         if query.download:
             filename = download_filename(conversation.external_id, query.format)
-            body = replay_cache.answer(
+            body = replay_answer.answer(
                 conversation, query, "download", download_encoder(conversation), now=utcnow()
             )
             return download_response(body, filename)
-        if plain_json():
-            body = replay_cache.answer(conversation, query, "json", encode_json, now=utcnow())
+        if _plain_json():
+            body = replay_answer.answer(conversation, query, "json", encode_json, now=utcnow())
             return body_response(body)
         # Another JSON provider (debug's indented output): Flask's own path, never cached.
-        built = replay_cache.build(conversation, load_history(conversation), query, utcnow())
-        return json_response(built.document(), text_messages=built.result.text_messages)
+        loaded = replay_answer.load(conversation)
+        return jsonify(replay_answer.build(conversation, loaded, query, utcnow()).document())
     except OptionError as exc:
         field = f"query.{exc.field}"
         details = [{"field": field, "message": exc.message}]
@@ -125,8 +117,33 @@ def json_response(document: dict[str, Any], *, text_messages: bool = False) -> R
     """``jsonify(document)``, the same bytes, encoded by ``jsonfast.dumps_ascii`` (less than
     half the time for a large replay) and sent as it was encoded, in one piece: the answer is in
     memory once, not also as the text it was made from nor copied to add the final newline.
-    ``text_messages``: the replay vouches that its payload's message list is text only
-    (``ReplayResult.text_messages``), so the encoder's walk leaves it out."""
-    if not plain_json():  # another provider or indented output (debug): Flask's own path
+    ``text_messages``: the payload's message list is text only
+    (``services.replay_answer.text_only_messages``), so the encoder's walk leaves it out."""
+    if not _plain_json():  # another provider or indented output (debug): Flask's own path
         return jsonify(document)
     return body_response((dumps_json(document, text_messages=text_messages),))
+
+
+def _plain_json() -> bool:
+    return plain_json(current_app.json, current_app.debug)
+
+
+def body_response(body: replay_answer.Body) -> Response:
+    """An encoded JSON answer, sent as its chunks are (the bytes ``jsonify`` sends)."""
+    return _chunks_response(body, current_app.json.mimetype)
+
+
+def download_response(body: replay_answer.Body, filename: str) -> Response:
+    """The download's answer: what ``Response(export_file text)`` with its attachment header
+    sends."""
+    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return _chunks_response(body, "application/json", disposition)
+
+
+def _chunks_response(
+    body: replay_answer.Body, mimetype: str, headers: dict[str, str] | None = None
+) -> Response:
+    # A list: werkzeug then sends the chunks as they are, and the length is known.
+    response = Response(list(body), mimetype=mimetype, headers=headers)
+    response.content_length = sum(map(len, body))
+    return response

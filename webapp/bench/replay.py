@@ -119,7 +119,7 @@ def core_figures(ctx: BenchContext) -> list[Figure]:
 def api_figures(ctx: BenchContext) -> list[Figure]:
     """The same GET measured twice: cold (a call is appended before each request, as a write
     would, so each answer is computed again) and warm (repeated: the worker's replay cache
-    answers, see webapp.queries.replay_cache)."""
+    answers, see webapp.services.replay_cache)."""
     assert ctx.server is not None and ctx.server_database_url is not None
     cid = f"{ctx.run_id}-replay"
     ctx.say(f"  replay API: storing a {API_CALLS:,}-call conversation ...")

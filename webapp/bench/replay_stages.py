@@ -7,7 +7,7 @@ the rows), then runs the route's stages as the route does (GC paused, ``freshnes
 fixed "now") and prints the median and lowest ``time.process_time`` of each stage over
 ``runs`` runs (9 by default), and the answer's SHA-256: the figures of docs/replay.md "Speed".
 Each run finds the rows the previous one read in the worker's row memo, as a replay after a
-write to the conversation does (``webapp.queries.row_memo``); ``--fresh-rows`` makes every row
+write to the conversation does (``webapp.services.row_memo``); ``--fresh-rows`` makes every row
 again.
 ``--profile`` prints a cProfile of one run instead; ``--cached`` the CPU of a request through
 the replay cache instead, uncached (``REPLAY_CACHE_MB=0``: no row memo either), cold (computed
@@ -38,9 +38,9 @@ from ..models import Conversation
 from ..queries.conversations import find_conversation
 from ..queries.histories import load_history
 from ..replay import make_synthetic_history
-from ..replay.export import ReplayQuery, build_replay
+from ..replay.export import ReplayQuery
 from ..replay.gc_pause import gc_paused
-from ..tokens import STORED_COUNTER
+from ..services import replay_answer, replay_cache, row_memo
 from .replay import API_CALLS, CALLS_PER_TURN, store_history
 from .server import BENCH_PROJECT, prepare_database
 
@@ -66,7 +66,7 @@ def prepared_app(url: str) -> Flask:
 def run_once(app: Flask, stages: dict[str, list[float]] | None, *, reuse: bool = True) -> bytes:
     """One request's stages; their CPU milliseconds appended to ``stages``. ``reuse``: the
     worker's row memo holds the conversation's rows from the previous run, as after a write
-    that added to the conversation (webapp.queries.row_memo); False: every row made again."""
+    that added to the conversation (webapp.services.row_memo); False: every row made again."""
     from ..api.replay import json_response  # the route's own encoder
 
     marks: list[tuple[str, float]] = []
@@ -79,23 +79,19 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None, *, reuse: bool =
         mark("start")
         conversation = find_conversation(g.project.id, external_id=CID)
         assert conversation is not None
-        loaded = load_history(conversation, reuse=reuse)
+        memo = row_memo.get_memo(app) if reuse else None
+        loaded = load_history(conversation, memo=memo)
         mark("load")
-        built = build_replay(
-            conversation,
-            loaded.history,
-            ReplayQuery(freshness="off"),
-            now=NOW,
-            count_tokens=loaded.token_counter(),
-            token_counter=STORED_COUNTER,
-            known_objects=loaded.object_arguments,
-        )
+        # The route's build: the core, then the checks told which arguments are objects.
+        built = replay_answer.build(conversation, loaded, ReplayQuery(freshness="off"), NOW)
         mark("core")
         _ = built.validation
         mark("validation")
         _ = built.naive_problems
         mark("naive")
-        response = json_response(built.document(), text_messages=built.result.text_messages)
+        payload, fmt = built.result.payload, built.options.format
+        text_messages = replay_answer.text_only_messages(payload, fmt)
+        response = json_response(built.document(), text_messages=text_messages)
         body = b"".join(response.response)  # type: ignore[arg-type]
         mark("encode")
         del built, loaded, response, conversation
@@ -109,11 +105,9 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None, *, reuse: bool =
 
 
 def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, bytes]:
-    """One request's CPU milliseconds through the replay cache (``webapp.queries.
-    replay_cache``), from the conversation's record to the answer's bytes: cold (the cache
+    """One request's CPU milliseconds through the replay cache (``webapp.services.
+    replay_answer``), from the conversation's record to the answer's bytes: cold (the cache
     emptied first: computed and kept) or warm (answered from the cache)."""
-    from ..queries import replay_cache
-
     cache = replay_cache.get_cache(app)
     if cold:
         cache.clear()
@@ -122,11 +116,11 @@ def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, by
         started = time.process_time()
         conversation = find_conversation(g.project.id, external_id=CID)
         assert conversation is not None
-        chunks = replay_cache.answer(
+        chunks = replay_answer.answer(
             conversation,
             query,
             "json",
-            replay_cache.encode_json,
+            replay_answer.encode_json,
             now=NOW,
         )
         spent = (time.process_time() - started) * 1000
@@ -135,8 +129,6 @@ def run_cached(app: Flask, *, cold: bool, query: ReplayQuery) -> tuple[float, by
 
 
 def main_cached(app: Flask, runs: int, query: ReplayQuery) -> None:
-    from ..queries import replay_cache, row_memo
-
     cache, memo = replay_cache.get_cache(app), row_memo.get_memo(app)
     assert memo is not None
     bound, cache.max_bytes, memo.max_bytes = cache.max_bytes, 0, 0

@@ -79,8 +79,8 @@ def update_conversation(conversation_id: int, values: dict[str, Any], now: datet
     )
 
 
-# What the replay cache keys a conversation's answers on (webapp.replay_cache): every write that
-# changes a conversation's rows ends with this UPDATE, so the bump costs no statement.
+# What the replay cache keys a conversation's answers on (webapp.services.replay_cache): every
+# write that changes a conversation's rows ends with this UPDATE, so the bump costs no statement.
 REVISION_BUMP = CONVERSATION.c.revision + 1
 
 _TOUCH = (

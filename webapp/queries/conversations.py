@@ -3,6 +3,8 @@ URLs), by external id (the API's) or by a list of row ids (the charts). One quer
 
 The replay freshness window of a conversation is its channel's, else its project's (None: no
 window); :data:`FRESHNESS_WINDOW` is that rule, written once, for every read that needs it.
+
+:func:`read_state` reads what the replay answer cache checks its entries against.
 """
 
 from __future__ import annotations
@@ -13,10 +15,18 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from ..db import db
-from ..models import Channel, Conversation, Project, ToolDefinition
+from ..models import Channel, Conversation, Project, ReplayState, ToolDefinition
 from .records import ConversationRecord
 
 FRESHNESS_WINDOW = func.coalesce(Channel.freshness_seconds, Project.freshness_seconds)
+
+# (conversation.revision, replay_state.version) as one statement read them.
+State = tuple[int, int]
+
+_STATE = select(
+    Conversation.revision,
+    select(ReplayState.version).where(ReplayState.id == 1).scalar_subquery(),
+)
 
 
 def _select(project_id: int) -> Select[Any]:
@@ -80,3 +90,13 @@ def tool_definition_names(conversation_id: int) -> list[str]:
             .order_by(ToolDefinition.name)
         )
     )
+
+
+def read_state(conversation_id: int) -> State | None:
+    """The conversation's revision and the replay state's version, in one statement; None if
+    the conversation is gone. Every write that changes what the replay reads moves one of them
+    (see ``webapp.services.replay_cache``)."""
+    row = db.session.execute(_STATE.where(Conversation.id == conversation_id)).first()
+    if row is None:
+        return None
+    return int(row[0]), int(row[1] or 0)

@@ -11,7 +11,9 @@ What comes with the history depends on what the caller does with it (``tokens``)
 * ``None``: the history alone.
 * ``"text"`` (the replay): the token counts stored at ingestion keyed by the text they count, as
   the replay's token counter looks a text up there before it tokenizes anything (see
-  :meth:`LoadedHistory.token_counter`).
+  :meth:`LoadedHistory.token_counter`). With a ``memo`` (the worker's row memo, handed in by
+  ``webapp.services.replay_answer``), what was made of call rows that read back unchanged is
+  reused.
 * ``"row"`` (the charts): the counts keyed by row id, and result texts only where they may be
   a sources list (the one thing the charts read in a result: source compaction). Every other
   result stays in the database and reads as ``""``; its stored count is what the charts need.
@@ -25,11 +27,11 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from decimal import Decimal
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import orjson
 from sqlalchemy import (
@@ -50,7 +52,7 @@ from ..analytics.records import ServiceCallCost
 from ..db import db
 from ..models import Message, ServiceCall, ToolDefinition
 from ..models import ToolInvocation as ToolRow
-from ..replay.history import History, positional_maker
+from ..replay.history import History
 from ..replay.history import Message as HistoryMessage
 from ..replay.history import ServiceCall as HistoryServiceCall
 from ..replay.history import ToolCall as HistoryToolCall
@@ -58,15 +60,81 @@ from ..replay.history import ToolDefinition as HistoryToolDefinition
 from ..replay.jsonfast import MAX_DEPTH, dumps
 from ..tokens import count_tokens, stored_counter
 from .records import ConversationRecord
-from .row_memo import Made, RowMemo, entry_bytes, get_memo
 
 TokenKeys = Literal["text", "row"]
+
+_T = TypeVar("_T")
+
+
+def positional_maker(cls: type[_T]) -> Callable[..., _T]:
+    """A function that makes ``cls(*values)`` from all of its fields, in order, without the
+    frozen dataclass's ``__init__``: that one sets every field through ``object.__setattr__``
+    (the frozen check), which cost the loader 1 µs of the 1.8 µs a 12-field ``ToolCall`` takes,
+    10 ms for a 10,000-call conversation. The maker writes the slots directly. The instance is
+    the same (equal, same fields, still frozen); only for slotted, frozen dataclasses without
+    ``__post_init__`` (the rows of ``webapp.replay.history``)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    if tuple(names) != getattr(cls, "__slots__", None) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} is not a plain slotted dataclass")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    for name in names:
+        namespace[f"_set_{name}"] = getattr(cls, name).__set__
+    # Generated, as dataclasses generates __init__: one call per slot, no loop.
+    body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
+    source = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
+    exec(source, namespace)  # the names are the dataclass's own field names
+    maker: Callable[..., _T] = namespace["make"]
+    return maker
+
 
 # The history's frozen rows, made from their fields without the frozen __init__'s per-field
 # checks (positional_maker: 1 µs less per call of a long conversation).
 _make_call = positional_maker(HistoryToolCall)
 _make_service_call = positional_maker(HistoryServiceCall)
 _make_message = positional_maker(HistoryMessage)
+
+# Roughly what one made row costs a memo beyond its texts: the row's tuple and small values, the
+# ToolCall, the argument dict's containers, the dict slot.
+ENTRY_OVERHEAD_BYTES = 600
+
+
+class Made(NamedTuple):
+    """What the loader made of one tool call row (``_replay_calls``), as a memo keeps it."""
+
+    row: tuple[Any, ...]
+    call: HistoryToolCall
+    response: str | None  # call.response, one attribute lookup nearer
+    # The compact argument text the replay sends, its stored (or counted) token count, and
+    # whether it is known to be a JSON object jsonfast reads (LoadedHistory.object_arguments).
+    compact: str | None
+    arguments_tokens: int | None
+    response_tokens: int | None
+    known_object: bool
+    # A count the token pass will store is still NULL (LoadedHistory.uncounted).
+    uncounted: bool
+    size: int  # entry_bytes
+
+
+def entry_bytes(response: str | None, arguments_text: str | None, compact: str | None) -> int:
+    """About what keeping one made row holds: the texts, the argument dict parsed from them
+    (counted as long as its compact text) and the rest (ENTRY_OVERHEAD_BYTES)."""
+    size = ENTRY_OVERHEAD_BYTES + len(response or "") + len(arguments_text or "")
+    return size + 2 * len(compact or "")
+
+
+class CallRowMemo(Protocol):
+    """What the loader needs of a memo of made call rows (the worker's is
+    ``webapp.services.row_memo.RowMemo``): the rows it made of a conversation last time, and
+    keeping the ones it made now."""
+
+    def rows(self, conversation_id: int) -> dict[int, Made]:
+        """The made rows of the conversation's last load, by call row id (empty if none)."""
+        ...
+
+    def keep(self, conversation_id: int, rows: dict[int, Made], size: int) -> None:
+        """The made rows of this load (``size``: their ``Made.size`` summed), replacing the
+        previous ones."""
+        ...
 
 
 @dataclass(slots=True)
@@ -87,11 +155,11 @@ class LoadedHistory:
     costs: tuple[ServiceCallCost, ...] = ()
     # tokens="text": compact argument texts known to encode a JSON object that
     # ``jsonfast.loads`` reads (see _json_and_compact): the replay's validation need not parse
-    # them again (``build_replay(known_objects=...)``).
+    # them again (``BuiltReplay.note_object_arguments``, called by services.replay_answer).
     object_arguments: set[str] = field(default_factory=set)
     # tokens="text": some row waits for the token pass (a count it will store is still NULL),
     # so the answer may change without the conversation's revision moving: the replay cache
-    # keeps no answer of it (webapp.replay_cache).
+    # keeps no answer of it (webapp.services.replay_cache).
     uncounted: bool = False
 
     def token_counter(self) -> Callable[[str], int]:
@@ -101,28 +169,31 @@ class LoadedHistory:
         return stored_counter(self.stored_tokens, self.model)
 
 
-def load_history(conversation: ConversationRecord, *, reuse: bool = True) -> LoadedHistory:
-    """One conversation as the replay reads it, with its stored counts by text. ``reuse``:
-    what the worker made of rows read back unchanged since its last replay of the conversation
-    is reused (webapp.queries.row_memo); False makes everything again."""
-    return load_histories([conversation], tokens="text", reuse=reuse)[conversation.id]
+def load_history(
+    conversation: ConversationRecord, *, memo: CallRowMemo | None = None
+) -> LoadedHistory:
+    """One conversation as the replay reads it, with its stored counts by text. ``memo``: what
+    was made of rows read back unchanged since the conversation's last load with it is reused,
+    and what this load made is kept there (the worker's row memo,
+    ``webapp.services.row_memo``); None makes everything."""
+    return load_histories([conversation], tokens="text", memo=memo)[conversation.id]
 
 
 def load_histories(
     conversations: Sequence[ConversationRecord],
     *,
     tokens: TokenKeys | None = None,
-    reuse: bool = True,
+    memo: CallRowMemo | None = None,
 ) -> dict[int, LoadedHistory]:
     """The histories of ``conversations`` by row id, in four queries whatever their number and
-    size. ``reuse``: see :func:`load_history` (the replay's loads only, ``tokens="text"``)."""
+    size. ``memo``: see :func:`load_history` (the replay's loads only, ``tokens="text"``)."""
     if not conversations:
         return {}
     ids = [c.id for c in conversations]
     # Filled in as the rows arrive; each history is put together once its rows are all read.
     loaded = {c.id: LoadedHistory(_empty_history(c)) for c in conversations}
     messages = _messages(ids, loaded, tokens)
-    calls = _tool_calls(ids, loaded, tokens, reuse)
+    calls = _tool_calls(ids, loaded, tokens, memo)
     usage = _service_calls(ids, loaded, with_costs=tokens == "row")
     definitions = _definitions(ids)
     for c in conversations:
@@ -322,7 +393,10 @@ def _list_like(column: Any) -> ColumnElement[Any]:
 
 
 def _tool_calls(
-    ids: Sequence[int], loaded: dict[int, LoadedHistory], tokens: TokenKeys | None, reuse: bool
+    ids: Sequence[int],
+    loaded: dict[int, LoadedHistory],
+    tokens: TokenKeys | None,
+    memo: CallRowMemo | None,
 ) -> dict[int, list[HistoryToolCall]]:
     """Tool calls by message row id, in (round, sequence) order; stored counts noted."""
     lists_only = tokens == "row"
@@ -360,7 +434,6 @@ def _tool_calls(
         ToolRow.stamp,
     )
     if tokens == "text":
-        memo = get_memo() if reuse else None
         if memo is not None:
             rows = _changed_rows(ids, columns, memo)
         else:
@@ -428,7 +501,7 @@ _KEY_COLUMNS = (Message.conversation_id, ToolRow.message_id, ToolRow.id, ToolRow
 MAX_READ_BY_ID = 2000
 
 
-def _changed_rows(ids: Sequence[int], columns: Sequence[Any], memo: RowMemo) -> list[Any]:
+def _changed_rows(ids: Sequence[int], columns: Sequence[Any], memo: CallRowMemo) -> list[Any]:
     """The rows of ``_calls_of(ids, columns)``, with the rows the memo holds unchanged read as
     the memo's copy: a first select reads each call's (conversation, message, id, stamp) only,
     a second the whole of the rows whose stamp moved (or that the memo does not hold). For a
@@ -497,11 +570,11 @@ def _replay_calls(
     rows: Sequence[Any],
     loaded: dict[int, LoadedHistory],
     utc: Callable[[Any], Any],
-    memo: RowMemo | None,
+    memo: CallRowMemo | None,
 ) -> dict[int, list[HistoryToolCall]]:
     """The replay's tool calls (tokens="text") by message row id; the stored counts, compact
     argument texts and pending counts noted in ``loaded``. A row read back equal to what the
-    worker's row memo made an object of last time reuses it (webapp.queries.row_memo): the
+    worker's row memo made an object of last time reuses it (webapp.services.row_memo): the
     Python below then runs only for rows new or changed since the conversation's last replay
     (``memo`` None: every row is made)."""
     calls: dict[int, list[HistoryToolCall]] = defaultdict(list)

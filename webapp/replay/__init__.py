@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from . import budget
 from .build import build_plan, sorted_messages
 from .diagnostics import Diagnostic, Problem
-from .formats import payload_messages, render_payload
+from .formats import payload_messages, render
 from .history import History, Message, ServiceCall, ToolCall, ToolDefinition
 from .naive import naive_payload, naive_replay_problems
 from .options import FORMATS, ReplayOptions, heuristic_tokens
@@ -60,9 +60,6 @@ class ReplayResult:
     diagnostics: tuple[Diagnostic, ...]
     stats: dict[str, Any] = field(hash=False)
     next_source_number: int
-    # The payload's message list holds only objects, lists, null and str texts, so every JSON
-    # encoder spells it alike (see formats.render_payload); False: not known.
-    text_messages: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: payload, diagnostics, stats and the next free source number."""
@@ -116,9 +113,7 @@ def _replay(history: History, options: ReplayOptions) -> ReplayResult:
             f"tokens, more than the {options.context_budget}-token budget.",
             detail={"estimated_tokens": estimated, "budget": options.context_budget},
         )
-    payload, text_messages = render_payload(
-        plan.units, plan.system_prompt, plan.tools, fmt, plan.log
-    )
+    payload = render(plan.units, plan.system_prompt, plan.tools, fmt, plan.log)
     messages = payload_messages(payload, fmt)
     if not messages:
         plan.log.add(
@@ -152,5 +147,4 @@ def _replay(history: History, options: ReplayOptions) -> ReplayResult:
         diagnostics=diagnostics,
         stats=stats,
         next_source_number=plan.next_source_number,
-        text_messages=text_messages,
     )

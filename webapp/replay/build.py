@@ -72,7 +72,8 @@ def age_text(age: float) -> str:
 
 def stale_message(call_id: str, function_name: str, age: str, window: float) -> str:
     """The message of a stale result's diagnostic, ``age`` as ``age_text`` spells it (the
-    replay cache writes a cached answer's ages in at each request: webapp.queries.replay_cache)."""
+    replay cache writes a cached answer's ages in at each request:
+    webapp.services.replay_cache)."""
     return (
         f"The result of call '{call_id}' ({function_name}) is {age} s old, older than the "
         f"{window:g} s freshness window; it is left out so the model calls the tool again."

@@ -333,6 +333,14 @@ class BuiltReplay:
     # Shared by the two checks: the naive payload sends the replay's argument strings.
     _memo: Memo = field(default_factory=Memo, repr=False)
 
+    def note_object_arguments(self, arguments: Iterable[str]) -> None:
+        """Argument strings the caller knows ``jsonfast.loads`` to read as a JSON object (the
+        loader's ``LoadedHistory.object_arguments``): the checks, run later, take them as such
+        instead of parsing them again. Only speed: a check's outcome is the same either way
+        (the fast path of docs/replay.md, "The answer cache", used by
+        ``webapp.services.replay_answer``)."""
+        self._memo.object_arguments.update(arguments)
+
     @property
     def validation(self) -> list[Problem]:
         """What a provider would reject in our payload: expected to be empty."""
@@ -369,13 +377,9 @@ def build_replay(
     now: datetime,
     count_tokens: Callable[[str], int],
     token_counter: str,
-    known_objects: Iterable[str] = (),
 ) -> BuiltReplay:
     """Replay ``history`` under ``query``, counting with ``count_tokens`` (named
-    ``token_counter`` in the document); raises ``OptionError`` for an unusable ``as_of``.
-    ``known_objects``: argument strings the caller knows ``jsonfast.loads`` to read as a JSON
-    object (the loader's ``LoadedHistory.object_arguments``), which the checks then do not
-    parse again."""
+    ``token_counter`` in the document); raises ``OptionError`` for an unusable ``as_of``."""
     options = replay_options(
         query,
         now=now,
@@ -384,9 +388,7 @@ def build_replay(
         count_tokens=count_tokens,
     )
     result = replay(history, options)
-    built = BuiltReplay(conversation, history, query, options, result, token_counter)
-    built._memo.object_arguments.update(known_objects)
-    return built
+    return BuiltReplay(conversation, history, query, options, result, token_counter)
 
 
 # --- The export document ----------------------------------------------------------------------

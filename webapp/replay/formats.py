@@ -100,13 +100,9 @@ def _tools_anthropic(tools: list[ToolDefinition]) -> list[JSON]:
     return out
 
 
-def _openai_chat(
-    units: list[Unit], system: str | None, tools: list[ToolDefinition]
-) -> tuple[JSON, bool]:
+def _openai_chat(units: list[Unit], system: str | None, tools: list[ToolDefinition]) -> JSON:
     messages: list[JSON] = []
     append = messages.append
-    # Whether every text put in the messages is a str (see render_payload).
-    text = type(system) is str or system is None
     if system:
         append({"role": "system", "content": system})
     for u in units:
@@ -130,23 +126,17 @@ def _openai_chat(
                 result = c.result
                 if result is not None:
                     append({"role": "tool", "tool_call_id": c.call_id, "content": result})
-                    text = text and type(result) is str
-                text = text and type(c.call_id) is str is type(c.name) is type(c.arguments_json)
         else:  # text / user / system
             append({"role": "assistant" if kind == "text" else kind, "content": u.text})
-            text = text and type(u.text) is str and type(kind) is str
     payload: JSON = {"messages": messages}
     if tools:
         payload["tools"] = _tools_openai_chat(tools)
-    return payload, text
+    return payload
 
 
-def _openai_responses(
-    units: list[Unit], system: str | None, tools: list[ToolDefinition]
-) -> tuple[JSON, bool]:
+def _openai_responses(units: list[Unit], system: str | None, tools: list[ToolDefinition]) -> JSON:
     items: list[JSON] = []
     append = items.append
-    text = True  # every text put in the items is a str (see render_payload)
     for u in units:
         kind = u.kind
         if kind == "round":
@@ -159,22 +149,19 @@ def _openai_responses(
                         "arguments": c.arguments_json,
                     }
                 )
-                text = text and type(c.call_id) is str is type(c.name) is type(c.arguments_json)
             for c in u.calls:
                 result = c.result
                 if result is not None:
                     append({"type": "function_call_output", "call_id": c.call_id, "output": result})
-                    text = text and type(result) is str
         else:
             append({"role": "assistant" if kind == "text" else kind, "content": u.text})
-            text = text and type(u.text) is str and type(kind) is str
     payload: JSON = {}
     if system:
         payload["instructions"] = system
     payload["input"] = items
     if tools:
         payload["tools"] = _tools_openai_responses(tools)
-    return payload, text
+    return payload
 
 
 def _tool_result(c: CallOut) -> JSON:
@@ -271,31 +258,12 @@ def render(
     merge: bool = True,
 ) -> JSON:
     """Render ``units`` in format ``fmt``. ``merge=False`` (naive replay) skips role merging."""
-    return render_payload(units, system, tools, fmt, log, merge=merge)[0]
-
-
-def render_payload(
-    units: list[Unit],
-    system: str | None,
-    tools: list[ToolDefinition],
-    fmt: str,
-    log: DiagnosticLog | None = None,
-    *,
-    merge: bool = True,
-) -> tuple[JSON, bool]:
-    """:func:`render`, and whether the payload's message list (``messages``, ``input``) is
-    *text only*: objects, lists, ``null`` and strings of the exact type ``str`` (no number, no
-    other type). Every JSON encoder spells such a list the same way, up to how it escapes
-    characters, so ``jsonfast.dumps_ascii`` need not walk it to prove that orjson's bytes are
-    the standard library's (the walk of a 10,000-call payload cost more than encoding it).
-    The OpenAI formats check the type of every text they put in (always true for a history
-    read from the database); Anthropic's carry the arguments as objects: never text only."""
     if fmt == "openai-chat":
         return _openai_chat(units, system, tools)
     if fmt == "openai-responses":
         return _openai_responses(units, system, tools)
     if fmt == "anthropic":
-        return _anthropic(units, system, tools, log, merge), False
+        return _anthropic(units, system, tools, log, merge)
     raise ValueError(f"unknown format {fmt!r}")
 
 

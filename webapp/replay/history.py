@@ -11,10 +11,9 @@ stored; an empty string *is* a response.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant"]
 RunStatus = Literal["completed", "failed", "cancelled", "in_progress"]
@@ -93,26 +92,3 @@ class History:
     tool_definitions: tuple[ToolDefinition, ...]
     messages: tuple[Message, ...]
 
-
-_T = TypeVar("_T")
-
-
-def positional_maker(cls: type[_T]) -> Callable[..., _T]:
-    """A function that makes ``cls(*values)`` from all of its fields, in order, without the
-    frozen dataclass's ``__init__``: that one sets every field through ``object.__setattr__``
-    (the frozen check), which cost the loader 1 µs of the 1.8 µs a 12-field ``ToolCall`` takes,
-    10 ms for a 10,000-call conversation. The maker writes the slots directly. The instance is
-    the same (equal, same fields, still frozen); only for the slotted, frozen dataclasses of
-    this module, which have no ``__post_init__``."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    if tuple(names) != getattr(cls, "__slots__", None) or hasattr(cls, "__post_init__"):
-        raise TypeError(f"{cls.__name__} is not a plain slotted dataclass")
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    for name in names:
-        namespace[f"_set_{name}"] = getattr(cls, name).__set__
-    # Generated, as dataclasses generates __init__: one call per slot, no loop.
-    body = "".join(f"    _set_{name}(obj, {name})\n" for name in names)
-    source = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
-    exec(source, namespace)  # the names are the dataclass's own field names
-    maker: Callable[..., _T] = namespace["make"]
-    return maker

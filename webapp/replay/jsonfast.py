@@ -164,8 +164,8 @@ def dumps_ascii(
     ``newline=True`` ends the text with a newline, as Flask's ``jsonify`` does, without copying
     it to add one. ``walk``: what the walk looks at instead of ``obj``, from a caller that
     knows the rest of ``obj`` to hold only dicts, lists, None and exact ``str`` (the replay's
-    message list, see ``formats.render_payload``): orjson spells those as the standard library
-    does, up to the escaping done here, so they need no walk."""
+    message list, see ``webapp.services.replay_answer.text_only_messages``): orjson spells those
+    as the standard library does, up to the escaping done here, so they need no walk."""
     if _SKELETON is not None:
         try:
             skeleton = "".join(_SKELETON(obj if walk is _WHOLE else walk, 0))

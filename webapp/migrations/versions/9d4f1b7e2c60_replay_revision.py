@@ -6,8 +6,8 @@ Create Date: 2026-11-24 03:45:00.000000
 
 Every write that changes what the replay reads of a conversation bumps its revision (in the
 UPDATE that sets updated_at); a trigger bumps replay_state's version when a conversation is
-deleted (SQLite may reuse its row id). See webapp/models.py and webapp/replay_cache.py. The
-trigger statements are frozen here as they are there.
+deleted (SQLite may reuse its row id). See webapp/models.py and
+webapp/services/replay_cache.py. The trigger statements are frozen here as they are there.
 """
 from alembic import op
 import sqlalchemy as sa

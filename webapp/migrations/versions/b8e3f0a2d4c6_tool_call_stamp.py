@@ -5,7 +5,7 @@ Revises: 9d4f1b7e2c60
 Create Date: 2026-11-24 11:45:00.000000
 
 The replay's loader reads (id, stamp) of the rows its worker made objects of before, and reads a
-row whole only when its stamp moved (webapp.queries.row_memo). The write paths set a stamp;
+row whole only when its stamp moved (webapp.services.row_memo). The write paths set a stamp;
 triggers set one for any other write. Rows stored before this migration keep NULL: they are
 read whole at every load, as before, until a write gives them a stamp (no table rewrite here).
 The trigger statements are frozen here as they are in webapp/models.py.

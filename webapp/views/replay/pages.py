@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Response, jsonify, render_template, request, url_for
+from flask import Response, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
 from ...db import utcnow
-from ...queries import replay_cache
 from ...queries.conversations import find_conversation
-from ...queries.histories import LoadedHistory, load_history
+from ...queries.histories import LoadedHistory
 from ...queries.records import ConversationRecord
 from ...replay.diff import diff_replays, payload_call_rows
 from ...replay.export import (
@@ -42,6 +41,7 @@ from ...replay.export import (
     query_params,
 )
 from ...replay.gc_pause import gc_paused
+from ...services import replay_answer
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -205,25 +205,37 @@ def _build_preview(
 ) -> tuple[LoadedHistory, BuiltReplay | None, OptionError | None]:
     """Load and replay with the request's options; an unusable option is returned, not
     raised, so the page can still show its form."""
-    loaded = load_history(conversation)
+    loaded = replay_answer.load(conversation)
     try:
         query = parse_query(form_params(request.args))
-        built = replay_cache.build(conversation, loaded, query, utcnow())
+        built = replay_answer.build(conversation, loaded, query, utcnow())
     except OptionError as exc:
         return loaded, None, exc
     return loaded, built, None
 
 
 def _cached(
-    conversation: ConversationRecord, variant: replay_cache.Variant, encode: replay_cache.Encoder
-) -> replay_cache.Body | OptionError:
+    conversation: ConversationRecord,
+    variant: replay_answer.Variant,
+    encode: replay_answer.Encoder,
+) -> replay_answer.Body | OptionError:
     """The export document's bytes (the chunks to send) for the request's options, through
     the replay cache; an unusable option is returned."""
     try:
         query = parse_query(form_params(request.args))
-        return replay_cache.answer(conversation, query, variant, encode, now=utcnow())
+        return replay_answer.answer(conversation, query, variant, encode, now=utcnow())
     except OptionError as exc:
         return exc
+
+
+def _send(
+    body: replay_answer.Body, mimetype: str, headers: dict[str, str] | None = None
+) -> Response:
+    """The answer's chunks sent as they are (a list: werkzeug then sends them one by one, and
+    the length is known): the bytes ``jsonify`` sends, or the download's."""
+    response = Response(list(body), mimetype=mimetype, headers=headers)
+    response.content_length = sum(map(len, body))
+    return response
 
 
 # --- Views -------------------------------------------------------------------------------------
@@ -235,12 +247,12 @@ def replay_get(conversation_id: int, fmt: str):
     """The replay preview; the JSON twin is the export document (as the API's); for htmx the
     result part, pushing the page's URL with the options (the address stays on an error)."""
     conversation = _conversation(conversation_id)
-    if wants_json(fmt) and replay_cache.plain_json():
+    if wants_json(fmt) and replay_answer.plain_json(current_app.json, current_app.debug):
         # The API's answer, bytes and all: from the same cache.
-        body = _cached(conversation, "json", replay_cache.encode_json)
+        body = _cached(conversation, "json", replay_answer.encode_json)
         if isinstance(body, OptionError):
             return bad_parameter_response(BadParameter(body.field, body.message), "json")
-        return replay_cache.body_response(body)
+        return _send(body, current_app.json.mimetype)
     loaded, built, error = _build_preview(conversation)
     if wants_json(fmt):
         if error is not None:
@@ -270,12 +282,13 @@ bp.add_url_rule(
 def replay_download_get(conversation_id: int):
     """The export document as a file, for the page's Download button."""
     conversation = _conversation(conversation_id)
-    body = _cached(conversation, "download", replay_cache.download_encoder(conversation))
+    body = _cached(conversation, "download", replay_answer.download_encoder(conversation))
     if isinstance(body, OptionError):
         return bad_parameter_response(BadParameter(body.field, body.message))
     query = parse_query(form_params(request.args))
     filename = download_filename(conversation.external_id, query.format)
-    return replay_cache.download_response(body, filename)
+    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return _send(body, "application/json", disposition)
 
 
 @bp.get("/conversations/<int:conversation_id>/replay/payload.json")
@@ -296,12 +309,12 @@ def replay_compare_get(conversation_id: int, fmt: str):
     """Two option sets side by side (``a.<option>``, ``b.<option>``; shared ones apply to
     both), with what only one of them replays and why."""
     conversation = _conversation(conversation_id)
-    loaded = load_history(conversation)
+    loaded = replay_answer.load(conversation)
     now = utcnow()
     try:
         query_a, query_b = parse_comparison(request.args)
-        a = replay_cache.build(conversation, loaded, query_a, now)
-        b = replay_cache.build(conversation, loaded, query_b, now)
+        a = replay_answer.build(conversation, loaded, query_a, now)
+        b = replay_answer.build(conversation, loaded, query_b, now)
     except OptionError as exc:
         error = BadParameter(exc.field, exc.message)
         if wants_json(fmt):

@@ -1,12 +1,13 @@
 """A per-worker cache of replay answers: the encoded bytes of the export document, reused while
 nothing they depend on has changed.
 
-A replay's answer is a function of (see docs/replay.md, "The answer cache"):
+A replay's answer (made by ``services.replay_answer``) is a function of (see docs/replay.md,
+"The answer cache"):
 
 * the conversation's stored rows: its messages, tool calls, service calls and tool
   definitions, and the token counts stored with them. Every write that changes any of them ends
   with the UPDATE of the conversation row that sets ``updated_at``, which also bumps
-  ``conversation.revision`` (webapp.ingest.conversations); a deleted conversation bumps
+  ``conversation.revision`` (``webapp.ingest.conversations``); a deleted conversation bumps
   ``replay_state.version`` by trigger (SQLite may give its row id to the next one). The token
   pass only fills counts that are NULL, so an answer is kept only when no count is NULL;
 * the conversation's own fields and the channel's and project's settings the replay reads
@@ -19,12 +20,13 @@ A replay's answer is a function of (see docs/replay.md, "The answer cache"):
   progress, a result older than the window is stale) keeps its outcome until the next stored
   time or freshness deadline after the moment the answer was made: the entry expires there. A
   stale result's diagnostic carries its age, which changes with every microsecond: the ages too
-  are cut out of the kept bytes and written in at each request (``_pieces``, ``render``).
+  are cut out of the kept bytes and written in at each request (``cut_at_now``, ``render``).
 
 An entry is used only when the conversation's revision, the replay state's version and the
-record are those it was made with, read by the request (one single-row statement besides the
-record's). A miss reads them again after loading the rows and keeps the answer only if they
-did not move meanwhile (PostgreSQL reads each statement at its own moment).
+record are those it was made with, read by the request (``queries.conversations.read_state``:
+one single-row statement besides the record's). A miss reads them again after loading the rows
+and keeps the answer only if they did not move meanwhile (PostgreSQL reads each statement at
+its own moment: :func:`put`).
 
 The cache is filled only by replays, bounded by ``REPLAY_CACHE_MB`` per worker (least recently
 used entries go first); 0 turns it off.
@@ -40,24 +42,15 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any, Literal
 
-from flask import Flask, Response, current_app
-from flask.json.provider import DefaultJSONProvider
-from sqlalchemy import select
+from flask import Flask, current_app
 
-from ..db import db
-from ..models import Conversation, ReplayState
+from ..queries.conversations import State, read_state
+from ..queries.records import ConversationRecord
 from ..replay.build import age_text, stale_message
-from ..replay.export import BuiltReplay, ReplayQuery, build_replay, export_file
+from ..replay.export import BuiltReplay
 from ..replay.history import History
-from ..replay.jsonfast import dumps_ascii
-from ..tokens import STORED_COUNTER
-from .histories import LoadedHistory, load_history
-from .records import ConversationRecord
 from .sized_lru import SizedLRU, budget_bytes
 
-Variant = Literal["json", "download"]
-# (revision, replay_state version) as one request read them.
-State = tuple[int, int]
 # What a cached answer says of "now": ("as_of", None) the time itself; ("age", t) a stale
 # result's age in seconds, now - t, as a JSON number; ("age_text", t) the same age as its
 # diagnostic's message spells it.
@@ -68,20 +61,11 @@ Body = tuple[bytes, ...]
 # At most this many slots (as_of's two, a few stale ages), the pieces are sent as they are;
 # more, and they are joined: a socket write per piece would cost more than the copy.
 MAX_SENT_SLOTS = 8
-
-_STATE = select(
-    Conversation.revision,
-    select(ReplayState.version).where(ReplayState.id == 1).scalar_subquery(),
-)
-
-
-def read_state(conversation_id: int) -> State | None:
-    """The conversation's revision and the replay state's version, in one statement; None if
-    the conversation is gone."""
-    row = db.session.execute(_STATE.where(Conversation.id == conversation_id)).first()
-    if row is None:
-        return None
-    return int(row[0]), int(row[1] or 0)
+# A variant's encoder: the export document (and the replay it came from) to the bytes the
+# faces send (``services.replay_answer``).
+Encoder = Callable[[dict[str, Any], BuiltReplay], bytes]
+# An answer's bytes cut where it says something of "now", and what goes between the pieces.
+Cut = tuple[tuple[bytes, ...], tuple[Slot, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,145 +134,27 @@ def get_cache(app: Flask | None = None) -> ReplayCache:
     return cache
 
 
-def build(
-    conversation: ConversationRecord, loaded: LoadedHistory, query: ReplayQuery, now: datetime
-) -> BuiltReplay:
-    """The replay as the API and the page make it (stored token counts first)."""
-    return build_replay(
-        conversation,
-        loaded.history,
-        query,
-        now=now,
-        count_tokens=loaded.token_counter(),
-        token_counter=STORED_COUNTER,
-        known_objects=loaded.object_arguments,
-    )
-
-
-# The encoder of a variant: the export document (and the replay it came from) to the bytes
-# the route sends.
-Encoder = Callable[[dict[str, Any], BuiltReplay], bytes]
-
-
-def plain_json() -> bool:
-    """The app's JSON provider writes what ``jsonfast.dumps_ascii`` writes (compact, ASCII, keys
-    in order): then the answer is encoded by it, and may be cached."""
-    provider = current_app.json
-    return (
-        type(provider) is DefaultJSONProvider
-        and provider.ensure_ascii
-        and not provider.sort_keys
-        and not (provider.compact is False or (provider.compact is None and current_app.debug))
-    )
-
-
-def encode_json(document: dict[str, Any], built: BuiltReplay) -> bytes:
-    """``jsonify(document)``'s bytes, for a plain provider (see ``api.replay.json_response``)."""
-    return dumps_json(document, text_messages=built.result.text_messages)
-
-
-def dumps_json(document: dict[str, Any], *, text_messages: bool) -> bytes:
-    """``jsonify(document)``'s bytes by ``jsonfast.dumps_ascii``. ``text_messages``: the replay
-    vouches that its payload's message list is text only (``ReplayResult.text_messages``), so
-    the encoder's walk leaves it out."""
-    walk = without_messages(document) if text_messages else document
-    return dumps_ascii(document, default=current_app.json.default, newline=True, walk=walk)
-
-
-def without_messages(document: dict[str, Any]) -> dict[str, Any]:
-    """The export document with an empty message list: what the encoder walks when the
-    replay vouched for its messages (two shallow copies, nothing else copied)."""
-    payload = document["payload"]
-    key = "input" if document["format"] == "openai-responses" else "messages"
-    return {**document, "payload": {**payload, key: []}}
-
-
-def body_response(body: Body) -> Response:
-    """An encoded JSON answer, sent as its chunks are (the bytes ``jsonify`` sends)."""
-    return _chunks_response(body, current_app.json.mimetype)
-
-
-def download_response(body: Body, filename: str) -> Response:
-    """The download's answer: what ``Response(export_file text)`` with its attachment header
-    sends."""
-    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
-    return _chunks_response(body, "application/json", disposition)
-
-
-def _chunks_response(body: Body, mimetype: str, headers: dict[str, str] | None = None) -> Response:
-    # A list: werkzeug then sends the chunks as they are, and the length is known.
-    response = Response(list(body), mimetype=mimetype, headers=headers)
-    response.content_length = sum(map(len, body))
-    return response
-
-
-def download_encoder(conversation: ConversationRecord) -> Encoder:
-    """The download's bytes: ``export_file``'s text as werkzeug sends a ``str`` body."""
-
-    def encode(document: dict[str, Any], built: BuiltReplay) -> bytes:
-        return export_file(document, conversation.external_id, built.query.format)[0].encode()
-
-    return encode
-
-
-def answer(
-    conversation: ConversationRecord,
-    query: ReplayQuery,
-    variant: Variant,
-    encode: Encoder,
-    *,
-    now: datetime,
-) -> Body:
-    """The body of the replay's answer, from the cache when it holds (raises the replay's
-    ``OptionError`` as ``build_replay`` does)."""
-    cache = get_cache()
-    if not cache.enabled:
-        built = build(conversation, load_history(conversation), query, now)
-        return (encode(built.document(), built),)
-    key = (conversation.id, variant, query)
-    state = read_state(conversation.id)
-    if state is not None:
-        body = cache.get(key, state, conversation, now)
-        if body is not None:
-            return body
-    loaded = load_history(conversation)
-    built = build(conversation, loaded, query, now)
-    document = built.document()
-    time_bound = query.as_of == "now"
-    if state is None or loaded.uncounted:
-        return (encode(document, built),)
-    if not time_bound:
-        body = encode(document, built)
-        _put(cache, key, state, conversation, ((body,), ()), None, None)
-        return (body,)
-    cut = _pieces(document, built, encode, now)
-    if cut is None:
-        return (encode(document, built),)
-    expires = next_change(loaded.history, built.options.freshness_seconds, now)
-    if expires is None or expires > now:
-        _put(cache, key, state, conversation, cut, now, expires)
-    return render(*cut, now)
-
-
-def _put(
+def put(
     cache: ReplayCache,
     key: tuple[Any, ...],
     state: State | None,
     conversation: ConversationRecord,
-    cut: tuple[tuple[bytes, ...], tuple[Slot, ...]],
+    cut: Cut,
     made_at: datetime | None,
     expires: datetime | None,
 ) -> None:
-    # Kept only if no write landed while the rows were read (each PostgreSQL statement reads
-    # at its own moment; the revision moves with every write that changes them).
+    """Keep an answer made from rows read at ``state`` (``made_at``, ``expires``: see
+    :class:`Entry`), only if no write landed while the rows were read (each PostgreSQL
+    statement reads at its own moment; the revision moves with every write that changes
+    them)."""
     if state is None or read_state(conversation.id) != state:
         return
     cache.put(key, Entry(state, conversation, *cut, made_at, expires))
 
 
-def _pieces(
+def cut_at_now(
     document: dict[str, Any], built: BuiltReplay, encode: Encoder, now: datetime
-) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
+) -> Cut | None:
     """The answer's bytes cut where it says something of "now": ``as_of`` and ``stats.as_of``,
     and each stale result's age (its diagnostic's ``detail.age_seconds`` and message). The
     document is encoded with random markers there instead (and put back as it was). None (the
@@ -344,9 +210,7 @@ def _mark_ages(
     return True
 
 
-def _cut(
-    body: bytes, prefix: str, slots: dict[str, Slot]
-) -> tuple[tuple[bytes, ...], tuple[Slot, ...]] | None:
+def _cut(body: bytes, prefix: str, slots: dict[str, Slot]) -> Cut | None:
     """``body`` split at its markers: a number or ``as_of`` marker is a whole JSON string (its
     quotes go with it; inside a longer string a quote would be escaped), an age's text marker
     sits inside the message. Each marker must be found as many times as it was put (``as_of``

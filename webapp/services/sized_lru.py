@@ -1,6 +1,6 @@
-"""What a web worker keeps for its replays (the answer cache, ``replay_cache``, and the row memo,
-``row_memo``): values with their sizes, the least recently used out first once the sizes add
-up to more than a budget, the ``REPLAY_CACHE_MB`` setting for each.
+"""What a web worker keeps for its replays (the answer cache, ``services.replay_cache``, and the
+row memo, ``services.row_memo``): values with their sizes, the least recently used out first
+once the sizes add up to more than a budget, the ``REPLAY_CACHE_MB`` setting for each.
 """
 
 from __future__ import annotations

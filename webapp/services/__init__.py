@@ -1,0 +1,14 @@
+"""Answers composed from reads, and calls to outside services.
+
+Between the reads and writes (``queries``, ``ingest``) and the faces (``api``, ``views``): an
+answer that takes several reads and the pure core to make, or that a worker keeps between
+requests, is put together here, and the faces turn it into a response. Calls to outside
+services (model providers) will live here too.
+
+* ``replay_answer``: a replay's answer, from the conversation's record to the bytes the faces
+  send (load, build, encode), through the worker's answer cache; the fast path's hooks.
+* ``replay_cache``: the answer cache: encoded answers cut where they say "now", and when each
+  holds.
+* ``row_memo``: what the loader made of each stored tool call, kept per worker.
+* ``sized_lru``: the byte-bounded LRU under both, bounded by ``REPLAY_CACHE_MB``.
+"""
