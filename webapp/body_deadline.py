@@ -11,6 +11,13 @@ of passing on a body cut short. The write side stays open for that answer.
 This bounds how long a thread can be held. It does not stop many slow clients from holding
 many threads for that long. A reverse proxy that buffers request bodies does that (see the
 README's deployment section).
+
+A request answered 413 has a body the app did not read. Closing the connection on it unread
+makes the kernel reset it, and a client that writes its whole body before it reads (many
+HTTP clients and OTLP exporters do) sees a broken pipe, which exporters retry, instead of the
+413, which they do not. So the middleware reads and drops the rest of such a body before the
+answer goes out, up to DISCARD_MAX_BYTES and within the body deadline; past either, the
+connection is closed unread.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from typing import Any
 from werkzeug.exceptions import RequestTimeout
 
 _TIMED_OUT = "toolscope.body_timed_out"
+# The most of a refused body read and dropped so that the client gets its 413: twice the OTLP
+# limit (32 MiB), 8 times the API's (8 MiB). A body announced larger is not read at all.
+DISCARD_MAX_BYTES = 64 * 1024 * 1024
 # The client socket, as gunicorn and werkzeug's development server put it in the environ.
 _SOCKET_KEYS = ("gunicorn.socket", "werkzeug.socket")
 
@@ -120,12 +130,20 @@ class _WatchedInput:
     def __iter__(self) -> Iterable[bytes]:
         return iter(self.readline, b"")
 
-    def discard(self) -> None:
-        """Read and drop the rest of the body (never past its announced length)."""
-        step = 64 * 1024
+    def discard(self, max_bytes: int) -> bool:
+        """Read and drop the rest of the body (never past its announced length), unless more
+        than `max_bytes` of it are left: whether it was read to its end."""
+        if self._left is not None and self._left > max_bytes:
+            return False
+        step, dropped = 64 * 1024, 0
         while self._left is None or self._left > 0:
-            if not self.read(step if self._left is None else min(step, self._left)):
-                return
+            data = self.read(step if self._left is None else min(step, self._left))
+            if not data:
+                return True
+            dropped += len(data)
+            if dropped > max_bytes:  # a chunked body, which announces no length
+                return False
+        return True
 
 
 def _content_length(environ: dict[str, Any]) -> int | None:
@@ -156,8 +174,19 @@ class BodyDeadline:
         environ["wsgi.input"] = _WatchedInput(
             environ["wsgi.input"], environ, _content_length(environ), release, self.seconds
         )
+        statuses: list[str] = []
+
+        def start(status: str, headers: Any, exc_info: Any = None) -> Any:
+            statuses.append(status)
+            return start_response(status, headers, exc_info)
+
         try:
-            return self.app(environ, start_response)
+            answer = self.app(environ, start)
+            if statuses and statuses[-1].startswith("413"):
+                # Refused unread (the OTLP receiver, werkzeug's own limit): read the rest, so
+                # that the client gets this answer, before it is sent.
+                discard_body(environ)
+            return answer
         finally:
             release()
 
@@ -165,9 +194,15 @@ class BodyDeadline:
 def discard_body(environ: dict[str, Any]) -> None:
     """Read and drop what is left of the request body, so that a client that reads nothing
     before it has sent everything gets the answer instead of a reset connection. Bounded by
-    the body deadline. (Without a socket, under a test client, there is nothing to drop.)"""
+    the body deadline and DISCARD_MAX_BYTES: the rest of a larger body is left unread and the
+    read side of the socket shut (as at the deadline), so that gunicorn closes the connection
+    after the answer instead of waiting for more. (Without a socket, under a test client,
+    there is nothing to drop.)"""
     stream = environ.get("wsgi.input")
     if not isinstance(stream, _WatchedInput):
         return
     with contextlib.suppress(OSError, RequestTimeout):  # gone, or cut off at the deadline
-        stream.discard()
+        if not stream.discard(DISCARD_MAX_BYTES):
+            sock = next((environ[k] for k in _SOCKET_KEYS if k in environ), None)
+            if sock is not None:
+                _shut_read_side(sock)
