@@ -194,3 +194,13 @@ def test_round_text_is_optional_and_documented_in_openapi(client):
     text = json.dumps(spec)
     assert "What the model said in this service call" in text
     assert "The model's reasoning for this service call" in text
+
+
+def test_model_bar_tooltips_say_how_long_the_call_lasts():
+    """Issue 23: plotly's %{x} is where a bar with a base ends; the tooltip reads the length."""
+    calls = [record(1, 0, requested=2600, start=2610, end=2800)]
+    timing = gantt.run_timing(calls, {0: usage(0, 1440, 2390)})
+    model = timing.figure["data"][0]
+    assert model["x"] == [950.0] and model["customdata"] == [["gpt-4o", 950.0]]
+    assert "lasts %{customdata[1]:.0f} ms" in model["hovertemplate"]
+    assert "%{x" not in model["hovertemplate"]

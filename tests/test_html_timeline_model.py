@@ -255,3 +255,15 @@ def test_ages_are_human_readable_with_the_exact_time_in_the_title():
     )
     assert formatting.ago(NOW - timedelta(seconds=5), NOW) == "5 s ago"
     assert formatting.ago(NOW - timedelta(hours=5), NOW) == "5 h ago"
+
+
+def test_waterfall_tooltips_say_how_long_a_bar_lasts_not_where_it_ends():
+    """Issue 23: "starts at 1440 ms, lasts 2390 ms" for a 950 ms call. With a base, plotly's
+    %{x} in a bar's tooltip is base + length; the duration comes from customdata."""
+    calls = [call(0, 0, start_ms=0, duration_ms=10), call(0, 1, start_ms=1440, duration_ms=950)]
+    figure = gantt.run_waterfall(calls)
+    assert figure is not None
+    (bars,) = figure["data"]
+    assert bars["base"] == [0.0, 1440.0] and bars["customdata"] == [10.0, 950.0]
+    assert "lasts %{customdata:.0f} ms" in bars["hovertemplate"]
+    assert "%{x" not in bars["hovertemplate"]

@@ -135,10 +135,13 @@ def run_timing(
         nonlocal rows
         label = f"{span.round_index}. model" + (" (inferred)" if span.inferred else "")
         model_trace["y"].append(html.escape(label, quote=False))
+        duration = round((span.end - span.start).total_seconds() * 1000, 3)
         model_trace["base"].append(ms(span.start))
-        model_trace["x"].append(round((span.end - span.start).total_seconds() * 1000, 3))
+        model_trace["x"].append(duration)
         model_trace["marker"]["pattern"]["shape"].append("/" if span.inferred else "")
-        model_trace["customdata"].append(html.escape(span.model or "model", quote=False))
+        model_trace["customdata"].append(
+            [html.escape(span.model or "model", quote=False), duration]
+        )
         rows += 1
 
     drawn: set[int] = set()
@@ -150,10 +153,10 @@ def run_timing(
         drawn.add(call.round_index)
         trace = traces.setdefault(call.round_index, _round_trace(call.round_index))
         trace["y"].append(_label(call))
+        duration = round(max(0.0, (call.ended_at - call.started_at).total_seconds() * 1000), 3)
         trace["base"].append(ms(call.started_at))
-        trace["x"].append(
-            round(max(0.0, (call.ended_at - call.started_at).total_seconds() * 1000), 3)
-        )
+        trace["x"].append(duration)
+        trace["customdata"].append(duration)
         trace["marker"]["line"]["width"].append(2 if call.is_error else 0)
         rows += 1
     for span in spans:  # rounds without timed calls (the final answer) come last
@@ -198,6 +201,10 @@ def run_timing(
     return RunTiming(figure, model_ms, tool_ms, any(s.inferred for s in spans))
 
 
+# The tooltips read a bar's duration from customdata: for a bar with a base, plotly's %{x} is
+# where the bar ends (base + length), not its length.
+
+
 def _model_trace() -> dict[str, Any]:
     return {
         "type": "bar",
@@ -209,7 +216,7 @@ def _model_trace() -> dict[str, Any]:
         "customdata": [],
         "marker": {"color": MODEL_COLOUR, "pattern": {"shape": [], "fgcolor": "#ffffff"}},
         "hovertemplate": (
-            "%{y}: %{customdata}<br>starts at %{base:.0f} ms, lasts %{x:.0f} ms"
+            "%{y}: %{customdata[0]}<br>starts at %{base:.0f} ms, lasts %{customdata[1]:.0f} ms"
             "<extra>LLM service call</extra>"
         ),
     }
@@ -223,12 +230,13 @@ def _round_trace(round_index: int) -> dict[str, Any]:
         "y": [],
         "x": [],
         "base": [],
+        "customdata": [],
         "marker": {
             "color": ROUND_COLOURS[round_index % len(ROUND_COLOURS)],
             "line": {"color": ERROR_OUTLINE, "width": []},
         },
         "hovertemplate": (
-            "%{y}<br>starts at %{base:.0f} ms, lasts %{x:.0f} ms"
+            "%{y}<br>starts at %{base:.0f} ms, lasts %{customdata:.0f} ms"
             f"<extra>round {round_index}</extra>"
         ),
     }
