@@ -1,16 +1,16 @@
 """The OTLP/HTTP receiver: `POST /v1/traces`, `/v1/logs` and `/v1/metrics`, also under
 `/api/otlp/v1/...` for deployments that proxy only `/api` (docs/otlp.md).
 
-What a request goes through, in order, each failure answered in OTLP's own way (a
-`google.rpc.Status` in the request's encoding, never a 500, never a partial write):
+This module is transport only, as the Collector's receiver is; each failure is answered in
+OTLP's own way (a `google.rpc.Status` in the request's encoding, never a 500, never a partial
+write):
 1. the Bearer key (401), before the body is read;
 2. the content type (415) and encoding (415);
 3. the body, read to its end even when chunked, and decompressed, each capped at
    TOOLSCOPE_OTLP_MAX_BODY_BYTES (413);
-4. decoding (400), normalization and redaction, outside the write lock;
-5. the write transaction (raw rows and the projection, `ingest.otlp.store`), run by
-   `ingest.transaction.run_write`: a lost race runs again, a busy database answers 503 with
-   `Retry-After`.
+4. everything else is `ingest.otlp.receiver.receive`: decoding (400), normalization and
+   redaction outside the write lock, then the write transaction (raw rows and the projection):
+   a lost race runs again, a busy database answers 503, here with `Retry-After`.
 Success is 200 with an empty `Export*ServiceResponse`, or with `partialSuccess` when items were
 rejected or something deserves a warning (a span re-sent with other content, a cut result).
 """
@@ -23,7 +23,6 @@ from typing import Any
 
 from flask import Response, current_app, g, request
 from flask_openapi3 import APIBlueprint
-from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
@@ -31,14 +30,9 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
-from ..db import db, utcnow
+from ..db import db
 from ..errors import ApiError
-from ..ingest import load_rules
-from ..ingest.otlp.batch import Batch, decode, prepare_logs, prepare_spans
-from ..ingest.otlp.projection import Options
-from ..ingest.otlp.records import DecodeError
-from ..ingest.otlp.store import StoreContext, StoreResult, prepare_export, write_export
-from ..ingest.transaction import Write, run_write
+from ..ingest.otlp.receiver import OtlpError, Receipt, ReceiveContext, receive
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -52,14 +46,6 @@ _RESPONSES = {
     "logs": logs_service_pb2.ExportLogsServiceResponse,
     "metrics": metrics_service_pb2.ExportMetricsServiceResponse,
 }
-
-
-class OtlpError(Exception):
-    """An answer other than 200, in the request's encoding."""
-
-    def __init__(self, status: int, message: str, code: str):
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
 
 
 def _encoding() -> str:
@@ -122,20 +108,8 @@ def _decompress(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-def _check_metrics(encoding: str, body: bytes) -> None:
-    """Metrics are dropped, but only when they are an export request (400 otherwise)."""
-    try:
-        if encoding == "protobuf":
-            metrics_service_pb2.ExportMetricsServiceRequest().ParseFromString(body)
-            return
-        if isinstance(json.loads(body), dict):
-            return
-    except (ProtobufDecodeError, RuntimeError, ValueError):
-        pass
-    raise OtlpError(400, "the body is not an OTLP metrics export request", "malformed")
-
-
-def _answer(signal: str, encoding: str, rejected: int, message: str) -> Response:
+def _answer(signal: str, encoding: str, receipt: Receipt) -> Response:
+    rejected, message = receipt.rejected, receipt.message
     response = _RESPONSES[signal]()
     if rejected or message:
         partial_success = response.partial_success
@@ -168,14 +142,6 @@ def _error(exc: OtlpError, encoding: str) -> Response:
     return response
 
 
-def _summary(batch: Batch, result: StoreResult | None) -> str:
-    messages = list(batch.errors)
-    messages += result.warnings if result is not None else batch.warnings
-    if len(messages) > 5:
-        messages = [*messages[:5], f"... and {len(messages) - 5} more"]
-    return "; ".join(messages)
-
-
 def export(signal: str) -> Response:
     # Errors answer in the request's encoding; anything but protobuf is answered in JSON.
     encoding = "protobuf" if request.mimetype == PROTOBUF else "json"
@@ -187,51 +153,22 @@ def export(signal: str) -> Response:
         encoding = _encoding()
         limit = current_app.config["OTLP_MAX_BODY_BYTES"]
         body = _decompress(_read_body(limit), limit)
-        if signal == "metrics":
-            _check_metrics(encoding, body)
-            db.session.commit()
-            return _answer(signal, encoding, 0, "")  # accepted and dropped (not stored)
-        try:
-            decoded = decode(signal, encoding, body)
-        except DecodeError as exc:
-            raise OtlpError(400, str(exc), "malformed") from None
-        batch = _prepare(signal, decoded)
-        ctx = _store_context()
-        # Reads and CPU work (the projection, token counts, prices) happen before the write
-        # lock; the write checks that what was read still holds.
-        prepared = prepare_export(ctx, batch)
-        db.session.commit()  # ends the read before the write lock is taken
-        try:
-            result = run_write(Write(write_export, (ctx, prepared)))
-        except ApiError as exc:
-            raise OtlpError(exc.status, exc.message, exc.code) from None
-        return _answer(signal, encoding, batch.rejected, _summary(batch, result))
+        receipt = receive(signal, encoding, body, _context())
+        return _answer(signal, encoding, receipt)
     except OtlpError as exc:
         db.session.rollback()
         return _error(exc, encoding)
 
 
-def _prepare(signal: str, decoded: Any) -> Batch:
-    """Normalize and redact, before the write lock (one query: the project's rules)."""
+def _context() -> ReceiveContext:
+    """The key's project and the settings its exports are received with."""
     config = current_app.config
-    rules = load_rules(g.project.id)
-    limit = config["MAX_RESULT_BYTES"]
-    if signal == "traces":
-        return prepare_spans(decoded, rules, limit, tuple(config["OTLP_CONVERSATION_KEYS"]))
-    return prepare_logs(decoded, rules, limit)
-
-
-def _store_context() -> StoreContext:
-    config = current_app.config
-    return StoreContext(
+    return ReceiveContext(
         project_id=g.project.id,
-        now=utcnow(),
-        max_result_bytes=config["MAX_RESULT_BYTES"],
-        options=Options(
-            stitch_window_seconds=config["OTLP_STITCH_WINDOW_SECONDS"],
-            conversation_keys=tuple(config["OTLP_CONVERSATION_KEYS"]),
-        ),
         price_overrides=g.project.price_overrides,
+        max_result_bytes=config["MAX_RESULT_BYTES"],
+        conversation_keys=tuple(config["OTLP_CONVERSATION_KEYS"]),
+        stitch_window_seconds=config["OTLP_STITCH_WINDOW_SECONDS"],
     )
 
 

@@ -9,6 +9,10 @@ The pure core, with no Flask or database inside:
 - `redact`: the project's redaction rules applied to the tool arguments and results inside
   normalized records, before anything is stored;
 - `projection`: the set of normalized records → conversations, turns, rounds and calls.
+
+Around it, with the database: `store` writes the raw rows and the projection, and
+`receiver.receive` is the one entry point, an export request's body in (decode, normalize and
+redact, prepare, write), what to answer out; the HTTP route around it is transport only.
 """
 
 # Messages whose external id starts with this are written by the projector only: the native
