@@ -5,22 +5,14 @@ one query (``webapp.queries.call_explorer``, which ``GET /api/v1/calls`` uses to
 
 from __future__ import annotations
 
-from flask import current_app, request, url_for
+from flask import current_app, request
 
 from ..db import utcnow
 from ..queries import call_explorer as queries
-from ..queries.cursors import CursorError
 from ..queries.projects import channel_names, tool_names
-from .common import (
-    BadParameter,
-    bad_parameter_response,
-    page_limit,
-    push_url,
-    respond,
-    twin_get,
-    wants_fragment,
-)
+from .common import BadParameter, bad_parameter_response, page_limit, twin_get
 from .context import current_project
+from .paged_list import list_context, page_start, respond_list, wants_page
 from .security import dashboard_blueprint
 
 bp = dashboard_blueprint("calls", __name__)
@@ -45,11 +37,7 @@ def _filters():
         filters = queries.parse_filters(request.args)
     except queries.FilterError as exc:
         raise BadParameter(exc.field, exc.message) from None
-    try:
-        after = queries.page_start(request.args.get("cursor"), filters.sort)
-    except CursorError as exc:
-        raise BadParameter("cursor", str(exc)) from None
-    return filters, after
+    return filters, page_start(queries.page_start, filters.sort)
 
 
 @twin_get(bp, "/calls")
@@ -69,30 +57,21 @@ def calls_get(fmt: str):
         after=after,
         limit=limit,
     )
-    filter_args = filters.query_args()
     data = {
-        "object": "list",
-        "data": page.rows,
-        "has_more": page.has_more,
-        "next_cursor": page.next_cursor,
-        "filters": filters,
-        "filter_args": filter_args,
-        "page_args": {**filter_args, **({"limit": limit} if "limit" in request.args else {})},
+        **list_context(page, filters, limit),
         "status_labels": STATUS_LABELS,
         "sort_labels": SORT_LABELS,
         "project": project,
     }
-    if not wants_fragment() and fmt != "json":
+    if wants_page(fmt):
         data["channels"] = channel_names(project.id)
         data["tools"] = tool_names(project.id)
-    fragment = "calls/_rows.html" if after else "calls/_results.html"
-    response = respond(
+    return respond_list(
         data,
+        fmt,
+        after,
         page="calls/calls.html",
-        fragment=fragment,
-        fmt=fmt,
-        json_keys=("object", "data", "has_more", "next_cursor", "filters"),
+        results="calls/_results.html",
+        rows="calls/_rows.html",
+        endpoint="calls.calls_get",
     )
-    if wants_fragment() and after is None:
-        return push_url(response, url_for(".calls_get", **filter_args))
-    return response

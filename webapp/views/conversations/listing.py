@@ -7,18 +7,10 @@ from datetime import UTC, datetime
 from flask import redirect, render_template, request, url_for
 
 from ...queries import conversation_list as queries
-from ...queries.cursors import CursorError
 from ...queries.projects import channel_names
-from ..common import (
-    BadParameter,
-    bad_parameter_response,
-    page_limit,
-    push_url,
-    respond,
-    twin_get,
-    wants_fragment,
-)
+from ..common import BadParameter, bad_parameter_response, page_limit, twin_get
 from ..context import current_project, current_project_id
+from ..paged_list import list_context, page_start, respond_list, wants_page
 from . import bp
 from .list_filters import parse_filters
 
@@ -29,13 +21,6 @@ LIST_POLL_SECONDS = 5
 @bp.get("/")
 def index_get():
     return redirect(url_for("conversations.conversations_get"))
-
-
-def _list_cursor(sort: str):
-    try:
-        return queries.page_start(request.args.get("cursor"), sort)
-    except CursorError as exc:
-        raise BadParameter("cursor", str(exc)) from None
 
 
 def _since_arg() -> datetime:
@@ -53,7 +38,7 @@ def conversations_get(fmt: str):
     project = current_project()
     try:
         filters = parse_filters(request.args)
-        after = _list_cursor(filters.sort)
+        after = page_start(queries.page_start, filters.sort)
         limit = page_limit(queries.DEFAULT_LIMIT, queries.MAX_LIMIT)
     except BadParameter as exc:
         return bad_parameter_response(exc, fmt)
@@ -62,34 +47,22 @@ def conversations_get(fmt: str):
     newest = queries.newest_activity(project.id) if live else None
     page = queries.list_conversations(project.id, filters, after=after, limit=limit)
     data = {
-        "object": "list",
-        "data": page.rows,
-        "has_more": page.has_more,
-        "next_cursor": page.next_cursor,
-        "filters": filters,
-        "filter_args": filters.query_args(),
-        # What the next-rows loader repeats: the filters, and the page size if one was asked.
-        "page_args": {
-            **filters.query_args(),
-            **({"limit": limit} if "limit" in request.args else {}),
-        },
+        **list_context(page, filters, limit),
         "live_since": newest.isoformat() if newest else None,
         "poll_seconds": LIST_POLL_SECONDS,
         "project": project,
     }
-    fragment = "conversations/_rows.html" if after else "conversations/_results.html"
-    if not wants_fragment() and fmt != "json":
+    if wants_page(fmt):
         data["channels"] = channel_names(project.id)
-    response = respond(
+    return respond_list(
         data,
+        fmt,
+        after,
         page="conversations/list.html",
-        fragment=fragment,
-        fmt=fmt,
-        json_keys=("object", "data", "has_more", "next_cursor", "filters"),
+        results="conversations/_results.html",
+        rows="conversations/_rows.html",
+        endpoint="conversations.conversations_get",
     )
-    if wants_fragment() and after is None:
-        return push_url(response, url_for(".conversations_get", **data["filter_args"]))
-    return response
 
 
 @bp.get("/conversations/live")
