@@ -1,10 +1,11 @@
 """The write path: conversations, messages, tool calls and usage, in bulk, idempotent, atomic.
 
 Callers (the API views) prepare a batch first (`prepare_messages`, `prepare_message_tools`:
-redaction and token counting, no database writes), then open the write transaction with
-`db.begin_write()`, call the `store_*` functions and commit. On SQLite only one writer holds
-the lock at a time, so the CPU work stays outside it. Nothing here commits, so a failure
-anywhere leaves nothing behind.
+redaction and measuring, no database writes), then hand a `transaction.Write` whose store step
+calls the `store_*` functions to `transaction.run_write`, which opens the write transaction with
+`db.begin_write()`, runs it and commits. On SQLite only one writer holds the lock at a time, so
+the CPU work stays outside it. The `store_*` functions do not commit, so a failure anywhere
+leaves nothing behind.
 
 Speed: a request runs a constant number of statements whatever its size. Existing rows for all
 keys of a batch are loaded in one query, the differences are worked out in Python, and the
@@ -19,7 +20,7 @@ Idempotency (clients retry after 5xx and dropped connections):
 
 Concurrency: every INSERT is `ON CONFLICT DO NOTHING ... RETURNING`. If a concurrent writer
 inserted one of our keys between our read and our insert, fewer rows come back and `RaceLost`
-is raised; the view rolls back and runs the request once more, when it sees that row. On
+is raised; `run_write` rolls back and runs the store step once more, when it sees that row. On
 PostgreSQL existing messages are read `FOR UPDATE`, so writers of one message queue up; the
 conversation row is always written last, so those locks are always taken in the same order.
 """
