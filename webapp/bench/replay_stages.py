@@ -89,8 +89,7 @@ def run_once(app: Flask, stages: dict[str, list[float]] | None, *, reuse: bool =
         mark("validation")
         _ = built.naive_problems
         mark("naive")
-        payload, fmt = built.result.payload, built.options.format
-        text_messages = replay_answer.text_only_messages(payload, fmt)
+        text_messages = replay_answer.loaded_messages_text_only(built.options.format)
         response = json_response(built.document(), text_messages=text_messages)
         body = b"".join(response.response)  # type: ignore[arg-type]
         mark("encode")

@@ -13,8 +13,9 @@ signatures say only what the rules need:
 * the argument texts the loader knows to be JSON objects are handed to the replay's checks
   after building, so they do not parse them again (:func:`build`,
   ``BuiltReplay.note_object_arguments``);
-* the encoder leaves out of its walk the payload's message list when a check of its types
-  shows it text only (:func:`text_only_messages`, :func:`dumps_json`).
+* the encoder leaves out of its walk the payload's message list of an OpenAI format, which is
+  text only for every history the loader reads (:func:`loaded_messages_text_only`,
+  :func:`dumps_json`).
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ def plain_json(provider: JSONProvider, debug: bool) -> bool:
 
 
 def encode_json(document: dict[str, Any], built: BuiltReplay) -> bytes:
-    """``jsonify(document)``'s bytes, for a plain provider (:func:`plain_json`)."""
-    fmt = built.options.format
-    return dumps_json(document, text_messages=text_only_messages(built.result.payload, fmt))
+    """``jsonify(document)``'s bytes, for a plain provider (:func:`plain_json`), of a replay of
+    a history the loader read (:func:`load`)."""
+    text_messages = loaded_messages_text_only(built.options.format)
+    return dumps_json(document, text_messages=text_messages)
 
 
 def download_encoder(conversation: ConversationRecord) -> Encoder:
@@ -155,19 +157,33 @@ _CONTAINERS = {list, dict}
 _NESTED = {"openai-chat": ("tool_calls", "function"), "openai-responses": ()}
 
 
+def loaded_messages_text_only(fmt: str) -> bool:
+    """:func:`text_only_messages` of the payload of a replay of a history the loader read,
+    known without looking: every text of such a history is an exact ``str`` (the driver's text
+    columns, the loader's compact JSON), and the OpenAI renderers put only the history's texts
+    and strings they make into the message list (tests/test_replay_bytes.py checks
+    :func:`text_only_messages` of the payloads of hypothesis histories). Looking would cost
+    about what the walk it saves does (docs/replay.md, "The fast path"). Even a value a
+    hand-written SQL change could leave in a text column is safe: SQLite stores a number there
+    as text, and orjson refuses bytes (then the standard library encodes the whole answer)."""
+    return fmt in _NESTED
+
+
 def text_only_messages(payload: dict[str, Any], fmt: str) -> bool:
     """Whether the payload's message list (``messages``, ``input``) is *text only*: objects
     with ``str`` keys, lists, ``null`` and strings of the exact type ``str`` (no number, no
     other type). Every JSON encoder spells such a list the same way, up to how it escapes
     characters, so ``jsonfast.dumps_ascii`` need not walk it to prove that orjson's bytes are
     the standard library's (the walk of a 10,000-call payload cost more than encoding it).
-    An OpenAI payload of a history read from the database always is; Anthropic's carry the
-    arguments as objects: never vouched for. False: not known.
+    An OpenAI payload of a history read from the database always is (the answers rely on that:
+    :func:`loaded_messages_text_only`); Anthropic's carry the arguments as objects: never
+    vouched for. False: not known.
 
     The check knows where the OpenAI renderers nest, and looks at one level at a time with
-    ``map``, ``set`` and ``list.count`` (no Python loop per value, a few ms for 10,000 calls):
-    the level's objects, their keys and the types of their values, of which only those under
-    the level's nesting key may be containers (the next level)."""
+    ``map``, ``set`` and ``list.count`` (no Python loop per value): the level's objects, their
+    keys and the types of their values, of which only those under the level's nesting key may
+    be containers (the next level). Still, for 10,000 calls it costs most of the walk it would
+    save, so the answers do not run it."""
     nested = _NESTED.get(fmt)
     if nested is None:
         return False
