@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
 from dashboard_support import dashboard_fixture, page  # noqa: F401
 from sqlalchemy import select
 
@@ -204,3 +205,54 @@ def test_model_bar_tooltips_say_how_long_the_call_lasts():
     assert model["x"] == [950.0] and model["customdata"] == [["gpt-4o", 950.0]]
     assert "lasts %{customdata[1]:.0f} ms" in model["hovertemplate"]
     assert "%{x" not in model["hovertemplate"]
+
+
+def test_a_failed_call_has_the_same_share_of_its_round_cost_in_the_errors_only_view(
+    app, client, dashboard, project_key
+):
+    """Issue 23: "Errors only" showed a failed call as 100% of its round's cost (33% in the
+    full view): the share is of the whole round, whichever of its calls a view shows."""
+    calls = [
+        {
+            "id": f"c{n}",
+            "name": "lookup",
+            "arguments": {"n": n},
+            "response": {"content": "boom" if n == 1 else "ok", "is_error": n == 1},
+        }
+        for n in range(3)
+    ]
+    turn = {
+        "user": {"id": "u1", "content": "Look them up", "created_at": at(0)},
+        "assistant": {
+            "id": "a1",
+            "model": "gpt-4o",
+            "content": "Two of three found.",
+            "created_at": at(1),
+            "rounds": [
+                {"usage": {"model": "gpt-4o", "input_tokens": 900, "output_tokens": 60}},
+                {"usage": {"model": "gpt-4o", "input_tokens": 990, "output_tokens": 30}},
+            ],
+        },
+    }
+    turn["assistant"]["rounds"][0]["calls"] = calls
+    response = client.post("/api/v1/conversations/r3/turns", json=turn, headers=project_key.headers)
+    assert response.status_code == 201, response.get_json()
+    with app.app_context():
+        row_id = db.session.scalar(select(Conversation.id).where(Conversation.external_id == "r3"))
+
+    def shares(view: str) -> dict[str, tuple[float, str]]:
+        twin = dashboard.get(f"/conversations/{row_id}.json{view}").get_json()
+        run = next(m for m in twin["messages"] if m["message"]["role"] == "assistant")["run"]
+        return {
+            c["call"]["external_tool_call_id"]: (c["cost_share"], c["cost_usd"])
+            for r in run["rounds"]
+            for c in r["calls"]
+        }
+
+    full, errors = shares(""), shares("?view=errors")
+    assert set(errors) == {"c1"}
+    assert errors["c1"] == full["c1"]
+    assert sum(share for share, _ in full.values()) == pytest.approx(1)
+    doc = page(dashboard.get(f"/conversations/{row_id}?view=errors"))
+    (share,) = [s.text for s in doc.select(".call-share")]
+    assert share == f"{full['c1'][0] * 100:.0f}% of cost" and share != "100% of cost"

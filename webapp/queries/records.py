@@ -106,6 +106,10 @@ class ServiceCallRecord:
     reasoning: str | None = None
     # When the usage was reported (the service call's answer, when the agent sends no times).
     created_at: datetime | None = None
+    # The round's tool calls and the tokens of their arguments, all of them (a view may show
+    # some only): what each call's share of the round's cost is taken of.
+    round_calls: int | None = None
+    round_arguments_tokens: int | None = None
 
     @property
     def latency_ms(self) -> float | None:

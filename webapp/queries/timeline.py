@@ -402,14 +402,35 @@ def call_chunk(
 
 
 def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCallRecord]]:
-    """Per message, per round index: the LLM call's model and usage."""
+    """Per message, per round index: the LLM call's model and usage, with the round's calls
+    counted and their argument tokens summed (the denominator of each call's share of the
+    round's cost, whichever of the round's calls a view shows). One query."""
     if not message_ids:
         return {}
+    weights = (
+        select(
+            T.message_id,
+            T.round_index,
+            func.count().label("calls"),
+            func.coalesce(func.sum(T.arguments_tokens), 0).label("tokens"),
+        )
+        .where(T.message_id.in_(message_ids))
+        .group_by(T.message_id, T.round_index)
+        .subquery()
+    )
     rows = db.session.execute(
-        select(ServiceCall).where(ServiceCall.message_id.in_(message_ids))
-    ).scalars()
+        select(ServiceCall, weights.c.calls, weights.c.tokens)
+        .outerjoin(
+            weights,
+            and_(
+                weights.c.message_id == ServiceCall.message_id,
+                weights.c.round_index == ServiceCall.round_index,
+            ),
+        )
+        .where(ServiceCall.message_id.in_(message_ids))
+    )
     result: dict[int, dict[int, ServiceCallRecord]] = defaultdict(dict)
-    for sc in rows:
+    for sc, calls, tokens in rows:
         result[sc.message_id][sc.round_index] = ServiceCallRecord(
             message_id=sc.message_id,
             round_index=sc.round_index,
@@ -423,6 +444,8 @@ def service_calls(message_ids: Sequence[int]) -> dict[int, dict[int, ServiceCall
             content=sc.content,
             reasoning=sc.reasoning,
             created_at=sc.created_at,
+            round_calls=as_int(calls),
+            round_arguments_tokens=as_int(tokens),
         )
     return dict(result)
 

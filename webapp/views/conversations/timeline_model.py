@@ -133,16 +133,27 @@ def call_view(
 ROUND_TEXT_FOLD_CHARS = 600
 
 
-def cost_shares(calls: Sequence[CallView], cost: Decimal | None) -> list[CallView]:
+def cost_shares(
+    calls: Sequence[CallView],
+    cost: Decimal | None,
+    *,
+    round_calls: int | None = None,
+    round_tokens: int | None = None,
+) -> list[CallView]:
     """Each call's share of its round's cost: the round's service call asked for these calls,
     and the tokens it wrote for each call's arguments are that call's part of its output, so
-    the cost is split in proportion to them (equally when no call has a token count)."""
+    the cost is split in proportion to them (equally when no call has a token count).
+
+    ``calls`` may be some of the round's calls only (the errors-only view, a chunk of a long
+    run): ``round_calls`` and ``round_tokens`` are then the whole round's, so a call has the
+    same share whichever view shows it. Without them ``calls`` is the whole round."""
     if cost is None or not calls:
         return list(calls)
     weights = [c.call.arguments_tokens or 0 for c in calls]
-    total = sum(weights)
+    # Never less than what is shown (a count stored between the two reads).
+    total = max(sum(weights), round_tokens or 0)
     if total == 0:
-        weights, total = [1] * len(calls), len(calls)
+        weights, total = [1] * len(calls), max(len(calls), round_calls or 0)
     return [
         replace(c, cost_share=w / total, cost_usd=cost * Decimal(w) / Decimal(total))
         for c, w in zip(calls, weights, strict=True)
@@ -169,7 +180,12 @@ def group_rounds(
         rounds.append(
             RoundView(
                 index=index,
-                calls=cost_shares(list(group), record.cost_usd if record else None),
+                calls=cost_shares(
+                    list(group),
+                    record.cost_usd if record else None,
+                    round_calls=record.round_calls if record else None,
+                    round_tokens=record.round_arguments_tokens if record else None,
+                ),
                 continued=continued,
                 usage=record,
                 # A round continued from an earlier chunk showed its text there.
