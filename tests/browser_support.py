@@ -4,8 +4,10 @@ watch over what goes wrong in a page, and screenshots.
 The rule for a missing browser: tests marked ``browser`` skip when Debian's Chromium is not at
 /usr/bin/chromium, except in CI (``CI`` set), where a missing browser is a failure.
 
-Use the ``chromium`` fixture by importing it into the test module, as with
-``dashboard_support``: ``from browser_support import chromium_fixture  # noqa: F401``.
+Use the fixtures by importing them into the test module, as with ``dashboard_support``:
+``from browser_support import chromium_fixture, tab_fixture  # noqa: F401``; tests then ask
+for ``chromium``, ``tab``, ... A module starts with ``expect = playwright_expect()`` (or
+``skip_without_browser()`` when it does not use ``expect``) and marks its tests ``browser``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ LAUNCH_ARGS = [
 # Not committed: pictures for a person to look at after a run.
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+# Playwright waits are event driven; this only bounds how long a missing element is awaited.
+TIMEOUT_MS = 10_000
+# The window a dashboard page is seen through.
+VIEWPORT = {"width": 1400, "height": 900}
+# One database is enough to drive a browser; the HTML tests cover both for the pages.
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 def skip_without_browser() -> None:
@@ -42,6 +50,28 @@ def skip_without_browser() -> None:
     if os.environ.get("CI"):
         raise RuntimeError(f"CI needs Chromium at {CHROMIUM} for the browser tests")
     pytest.skip(f"no browser at {CHROMIUM}", allow_module_level=True)
+
+
+def playwright_expect() -> Any:
+    """Playwright's ``expect``, waiting at most TIMEOUT_MS; skips the calling module when
+    Chromium (see :func:`skip_without_browser`) or Playwright is missing."""
+    skip_without_browser()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    return sync_api.expect
+
+
+@pytest.fixture(name="app_config")
+def dev_app_config_fixture() -> dict[str, Any]:
+    """DEV: the dashboard opens without a login for loopback requests, as on a developer's box
+    (the login form has tests of its own)."""
+    return {"DEV": True}
+
+
+@pytest.fixture(name="scheme", params=["light", "dark"])
+def scheme_fixture(request: pytest.FixtureRequest) -> str:
+    """The colour scheme the pages are seen in: a test that asks for it runs in both."""
+    return request.param
 
 
 @pytest.fixture(name="chromium", scope="module")
@@ -66,6 +96,18 @@ def new_page(chromium: Any, **context_options: Any) -> Iterator[Any]:
         yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.fixture(name="tab")
+def tab_fixture(chromium: Any, live_server: str, scheme: str) -> Iterator[tuple[Any, PageWatch]]:
+    """A page on the live server in a fresh browser context (VIEWPORT, in ``scheme``) and its
+    watch; the test fails if anything went wrong in the page."""
+    options = {"viewport": VIEWPORT, "color_scheme": scheme}
+    with new_page(chromium, base_url=live_server, **options) as page:
+        page.context.set_default_timeout(TIMEOUT_MS)
+        problems = PageWatch(page)
+        yield page, problems
+    problems.assert_clean()
 
 
 def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
@@ -98,9 +140,9 @@ class PageWatch:
         page.on("dialog", self._dialog)
 
     def assert_clean(self) -> None:
-        assert self.problems == []
-        assert self.outside == []
-        assert self.dialogs == []
+        assert self.problems == [], self.problems
+        assert self.outside == [], self.outside
+        assert self.dialogs == [], self.dialogs
 
     def shot(self, name: str, full_page: bool = True) -> Path:
         return screenshot(self.page, name, full_page)

@@ -10,51 +10,21 @@ from datetime import UTC, datetime, timedelta
 
 import factories as f
 import pytest
-from browser_support import (
-    PageWatch,
-    chromium_fixture,  # noqa: F401
-    new_page,
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
+    chromium_fixture,
+    dev_app_config_fixture,
+    playwright_expect,
+    scheme_fixture,
     screenshot,
-    skip_without_browser,
+    tab_fixture,
 )
 
 from webapp.db import db
 
-TIMEOUT_MS = 10_000
+pytestmark = [pytest.mark.browser, SQLITE_ONLY]
 
-pytestmark = pytest.mark.browser
-
-skip_without_browser()
-
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
-expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture
-def app_config():
-    return {"DEV": True}
-
-
-@pytest.fixture
-def database_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'toolscope.db'}"
-
-
-@pytest.fixture(params=["light", "dark"])
-def scheme(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def tab(chromium, live_server, scheme):
-    options = {"viewport": {"width": 1400, "height": 900}, "color_scheme": scheme}
-    with new_page(chromium, base_url=live_server, **options) as page:
-        page.context.set_default_timeout(TIMEOUT_MS)
-        problems = PageWatch(page)
-        yield page, problems
-    assert problems.problems == [], problems.problems
-    problems.assert_clean()
+expect = playwright_expect()
 
 
 def seed(app, project_id: int) -> dict[str, int]:

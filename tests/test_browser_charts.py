@@ -12,28 +12,20 @@ from collections.abc import Iterator
 
 import pytest
 from analytics_data import Seeded, seed
-from browser_support import (
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
     PageWatch,
-    chromium_fixture,  # noqa: F401
+    chromium_fixture,
+    dev_app_config_fixture,
     new_page,
     skip_without_browser,
 )
 
 MARCH = "from=2025-03-01&to=2025-03-31"
 
-pytestmark = [
-    pytest.mark.browser,
-    # One database is enough to drive a browser; the pages are tested on both elsewhere.
-    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
-]
+pytestmark = [pytest.mark.browser, SQLITE_ONLY]
 
 skip_without_browser()
-
-
-@pytest.fixture
-def app_config() -> dict:
-    # DEV: the dashboard opens without a login for loopback requests, as on a developer's box.
-    return {"DEV": True}
 
 
 @pytest.fixture

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import factories as f
 import pytest
-from browser_support import (
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
+    TIMEOUT_MS,
     PageWatch,
-    chromium_fixture,  # noqa: F401
+    chromium_fixture,
     new_page,
+    playwright_expect,
     screenshot,
-    skip_without_browser,
+    tab_fixture,
 )
 from sqlalchemy import select, update
 
@@ -31,16 +34,10 @@ from webapp.db import db
 from webapp.models import Conversation, Message, ToolInvocation
 
 README_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshot-conversation.png"
-# Playwright waits are event driven; this only bounds how long a missing element is awaited.
-TIMEOUT_MS = 10_000
 
 pytestmark = pytest.mark.browser
 
-skip_without_browser()
-
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
-expect.set_options(timeout=TIMEOUT_MS)
+expect = playwright_expect()
 
 
 @pytest.fixture
@@ -53,17 +50,6 @@ def app_config():
 @pytest.fixture(params=["light"])
 def scheme(request) -> str:
     return request.param
-
-
-@pytest.fixture
-def tab(chromium, live_server, scheme):
-    """A page of a fresh browser context (1400 px wide) and its problem log."""
-    options = {"viewport": {"width": 1400, "height": 900}, "color_scheme": scheme}
-    with new_page(chromium, base_url=live_server, **options) as page:
-        page.context.set_default_timeout(TIMEOUT_MS)
-        problems = PageWatch(page)
-        yield page, problems
-    problems.assert_clean()
 
 
 def seed(app, project_key, build) -> int:
@@ -136,9 +122,6 @@ def test_list_to_conversation_to_call_detail_to_replay(app, project_key, tab, sc
     expect(page).to_have_url(re.compile(rf"#call-{call_id}$"))
     page.wait_for_selector(f"#call-{call_id}")
     screenshot(page, f"replay-{scheme}", full_page=False)
-
-
-SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 @SQLITE_ONLY

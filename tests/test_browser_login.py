@@ -7,13 +7,19 @@ from __future__ import annotations
 from urllib.parse import quote, urlsplit
 
 import pytest
-from browser_support import PageWatch, chromium_fixture, new_page, skip_without_browser  # noqa: F401
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
+    TIMEOUT_MS,
+    PageWatch,
+    chromium_fixture,
+    new_page,
+    skip_without_browser,
+)
 
 pytestmark = pytest.mark.browser
 
 skip_without_browser()
 
-TIMEOUT_MS = 10_000
 # As a link would carry them: already URL-encoded where a browser would send them encoded.
 NEXT_VALUES = [
     "/%09/evil.example/phish",
@@ -30,12 +36,7 @@ NEXT_VALUES = [
 ]
 
 
-@pytest.fixture(params=["sqlite"])
-def database_url(request, tmp_path) -> str:
-    # One database is enough for a browser's view of a redirect.
-    return f"sqlite:///{tmp_path / 'toolscope.db'}"
-
-
+@SQLITE_ONLY  # one database is enough for a browser's view of a redirect
 @pytest.mark.parametrize("next_value", NEXT_VALUES)
 def test_the_login_form_lands_on_this_site(chromium, live_server, next_value):
     with new_page(chromium, base_url=live_server) as page:

@@ -12,48 +12,28 @@ import re
 
 import factories as f
 import pytest
-from browser_support import (
-    PageWatch,
-    chromium_fixture,  # noqa: F401
-    new_page,
+from browser_support import (  # noqa: F401  (fixtures)
+    chromium_fixture,
+    playwright_expect,
+    scheme_fixture,
     screenshot,
-    skip_without_browser,
+    tab_fixture,
 )
 from sqlalchemy import select, update
 
 from webapp.db import db
 from webapp.models import Message, ToolInvocation
 
-TIMEOUT_MS = 10_000
 TURNS = 300
 
 pytestmark = pytest.mark.browser
 
-skip_without_browser()
-
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
-expect.set_options(timeout=TIMEOUT_MS)
+expect = playwright_expect()
 
 
 @pytest.fixture
 def app_config():
     return {"DEV": True, "LIVE_POLL_SECONDS": 30}
-
-
-@pytest.fixture(params=["light", "dark"])
-def scheme(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def tab(chromium, live_server, scheme):
-    options = {"viewport": {"width": 1400, "height": 900}, "color_scheme": scheme}
-    with new_page(chromium, base_url=live_server, **options) as page:
-        page.context.set_default_timeout(TIMEOUT_MS)
-        problems = PageWatch(page)
-        yield page, problems
-    problems.assert_clean()
 
 
 @pytest.fixture

@@ -8,31 +8,23 @@ HTML tests cover PostgreSQL)."""
 from __future__ import annotations
 
 import pytest
-from browser_support import (
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
     PageWatch,
-    chromium_fixture,  # noqa: F401
+    chromium_fixture,
     new_page,
+    playwright_expect,
+    scheme_fixture,
     screenshot,
-    skip_without_browser,
+    tab_fixture,
 )
 
 from tests.api_support import raw_rows
 from tests.otlp_support import agent_run, traces_protobuf
 
-TIMEOUT_MS = 10_000
+pytestmark = [pytest.mark.browser, SQLITE_ONLY]
 
-pytestmark = pytest.mark.browser
-
-skip_without_browser()
-
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
-expect.set_options(timeout=TIMEOUT_MS)
-
-
-@pytest.fixture
-def database_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'toolscope.db'}"
+expect = playwright_expect()
 
 
 @pytest.fixture
@@ -53,34 +45,29 @@ def _conversation_id(app, external_id: str) -> int:
     return raw_rows(app, f"SELECT id FROM conversation WHERE external_id = '{external_id}'")[0][0]
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_a_run_fills_in_live_and_the_trace_view_opens(
-    app, client, project_key, chromium, live_server, scheme
-):
+def test_a_run_fills_in_live_and_the_trace_view_opens(app, client, project_key, tab, scheme):
+    page, watch = tab
     run = agent_run(1, rounds=3, parallel=2, agent=False, conversation=f"weather-{scheme}")
     llm_spans = [s for s in run.spans if s.name.startswith("chat")]
     _export(client, project_key, llm_spans[:1])  # round 0 arrives first, asking for tools
     conversation_id = _conversation_id(app, f"weather-{scheme}")
-    options = {"viewport": {"width": 1400, "height": 900}, "color_scheme": scheme}
-    with new_page(chromium, base_url=live_server, **options) as page:
-        watch = PageWatch(page)
-        page.goto(f"/conversations/{conversation_id}")
-        expect(page.locator(".badge.source-otlp").first).to_have_text("OTLP")
-        expect(page.locator(".badge-run-in_progress")).to_be_visible()
-        _export(client, project_key, [s for s in run.spans if s not in llm_spans[:1]])
-        # The live poll swaps the run in place: results and the final answer fill in.
-        expect(page.locator(".badge-run-in_progress")).to_have_count(0)
-        expect(page.locator(".final")).to_contain_text("Sunny")
-        expect(page.locator(".call-card")).to_have_count(4)
-        screenshot(page, f"otlp-conversation-{scheme}")
-        page.click("a.trace-link")
-        expect(page.locator("tr.trace-span")).to_have_count(len(run.spans))
-        page.locator("tr.trace-llm summary").first.click()
-        expect(page.locator("tr.trace-llm .trace-attributes").first).to_contain_text(
-            "gen_ai.usage.input_tokens"
-        )
-        screenshot(page, f"otlp-trace-{scheme}")
-        watch.assert_clean()
+    page.goto(f"/conversations/{conversation_id}")
+    expect(page.locator(".badge.source-otlp").first).to_have_text("OTLP")
+    expect(page.locator(".badge-run-in_progress")).to_be_visible()
+    _export(client, project_key, [s for s in run.spans if s not in llm_spans[:1]])
+    # The live poll swaps the run in place: results and the final answer fill in.
+    expect(page.locator(".badge-run-in_progress")).to_have_count(0)
+    expect(page.locator(".final")).to_contain_text("Sunny")
+    expect(page.locator(".call-card")).to_have_count(4)
+    screenshot(page, f"otlp-conversation-{scheme}")
+    page.click("a.trace-link")
+    expect(page.locator("tr.trace-span")).to_have_count(len(run.spans))
+    page.locator("tr.trace-llm summary").first.click()
+    expect(page.locator("tr.trace-llm .trace-attributes").first).to_contain_text(
+        "gen_ai.usage.input_tokens"
+    )
+    screenshot(page, f"otlp-trace-{scheme}")
+    watch.assert_clean()
 
 
 def test_calls_without_content_show_the_label_and_the_hint(

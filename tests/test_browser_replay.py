@@ -15,9 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import factories as f
 import pytest
-from browser_support import (
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
     PageWatch,
-    chromium_fixture,  # noqa: F401
+    chromium_fixture,
+    dev_app_config_fixture,
     new_page,
     skip_without_browser,
 )
@@ -25,19 +27,9 @@ from dashboard_support import data
 
 VIEWPORT = {"width": 1400, "height": 950}
 
-pytestmark = [
-    pytest.mark.browser,
-    # One database is enough to drive a browser; the pages are tested on both elsewhere.
-    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
-]
+pytestmark = [pytest.mark.browser, SQLITE_ONLY]
 
 skip_without_browser()
-
-
-@pytest.fixture
-def app_config() -> dict:
-    # DEV: the dashboard opens without a login for loopback requests.
-    return {"DEV": True}
 
 
 @pytest.fixture
