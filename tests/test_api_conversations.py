@@ -379,6 +379,21 @@ def test_rounds_are_appended_calls_first_then_responses_then_status(client, proj
     assert len(last["tool_calls"]) == 2 and len(last["usage"]) == 1
 
 
+def test_the_round_that_ends_a_run_carries_its_final_answer(client, project_key):
+    """A run recorded round by round ends with its answer: once `status` has completed it, the
+    message can no longer change (409), so the last round carries the text."""
+    post_round(client, project_key, 0, calls=[{"id": "c0", "name": "search"}])
+    last = post_round(client, project_key, 1, calls=[], content="Both agree.", status="completed")
+    assert last.status_code == 201
+    assert (last.get_json()["content"], last.get_json()["status"]) == ("Both agree.", "completed")
+    again = post_round(client, project_key, 1, calls=[], content="Both agree.", status="completed")
+    assert again.status_code == 201  # a retry changes nothing
+    (message,) = [m for m in get(client, project_key, "c1").get_json()["messages"]]
+    assert (message["content"], message["status"]) == ("Both agree.", "completed")
+    other = post_round(client, project_key, 1, calls=[], content="Other text.")
+    assert_error(other, 409, "conflict", field="message")
+
+
 def test_a_round_usage_may_be_completed_but_not_changed(client, project_key):
     post_round(client, project_key, 0, usage={"input_tokens": 10})
     filled = post_round(client, project_key, 0, usage={"input_tokens": 10, "output_tokens": 3})

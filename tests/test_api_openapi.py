@@ -274,3 +274,8 @@ def test_real_answers_match_the_documented_models_exactly(client, project_key):
     for model, response in answers:
         assert response.status_code < 500, response.get_data(as_text=True)
         model.model_validate(response.get_json())
+
+
+def test_a_round_body_documents_the_final_answer_it_may_carry(spec):
+    content = spec["components"]["schemas"]["RoundCreate"]["properties"]["content"]
+    assert "final answer" in content["description"]

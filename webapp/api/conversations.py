@@ -297,8 +297,8 @@ def turns_post(path: ConversationPath, body: TurnCreate):
 def round_post(path: RoundPath, body: RoundCreate):
     """Per-service-call persistence: each round is stored when its model call returns, not
     the whole run at its end. The assistant message is created as `in_progress` if unknown;
-    `status` finishes the run. A round's calls may be posted first without responses and
-    again later with them."""
+    `status` finishes the run and `content` gives its final answer. A round's calls may be
+    posted first without responses and again later with them."""
     cid = _check_id("path.cid", path.cid)
     mid = _check_id("path.mid", path.mid)
     drafts.check_count("calls", len(body.calls), "MAX_TOOLS_PER_REQUEST", "tool calls")
@@ -306,6 +306,7 @@ def round_post(path: RoundPath, body: RoundCreate):
         field="message",
         external_id=mid,
         role="assistant",
+        content=body.content,
         status=body.status,
         default_status="in_progress",
         calls=drafts.round_calls("calls", path.round_index, body.calls),

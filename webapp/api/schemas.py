@@ -284,6 +284,11 @@ class RoundCreate(_In):
     calls: list[RoundCallIn] = Field(default_factory=list)
     usage: RoundUsageIn | None = None
     status: RunStatus | None = None
+    content: str | None = Field(
+        default=None,
+        description="The run's final answer (the assistant message's content), usually sent "
+        "with the `status` that ends the run; may be given while the run is `in_progress`.",
+    )
 
 
 class ToolDefinitionIn(_In):
