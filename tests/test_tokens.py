@@ -289,35 +289,67 @@ _TRICKY = "aAbsStT1234567890 '\"/.,:;{}[]-_\n\r\t\u0301é中文🙂"
     search=st.integers(min_value=1, max_value=40),
 )
 def test_safe_cuts_never_change_the_count(text: str, size: int, search: int) -> None:
-    chunks, exact = tokens._chunks(text, size=size, search=search)
+    chunks, short = tokens._chunks(text, size=size, search=search)
     assert "".join(chunks) == text
-    assert all(0 < len(c) <= size for c in chunks) or text == ""
-    if exact:
-        for name in tokens.ENCODINGS:
-            enc = tokens.get_encoding(name)
-            whole = enc.encode_ordinary(text)
-            parts = [t for c in chunks for t in enc.encode_ordinary(c)]
-            assert parts == whole, (name, chunks)
+    assert all(len(c) > 0 for c in chunks) or text == ""
+    assert all(len(c) <= size for c in chunks) == short
+    for name in tokens.ENCODINGS:
+        enc = tokens.get_encoding(name)
+        whole = enc.encode_ordinary(text)
+        parts = [t for c in chunks for t in enc.encode_ordinary(c)]
+        assert parts == whole, (name, chunks)
+        # Chunks longer than ``size`` are counted piece by piece: the same total.
+        assert tokens._tiktoken_count(enc, text, size, search) == len(whole), (name, chunks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=_TRICKY, max_size=200)
+    | st.lists(
+        st.sampled_from(["a", " ", "é", "1", ".", "\n", "中", "\u0301", "'s", "ab", "\r\n"]),
+        max_size=60,
+    ).map(lambda units: "".join(u * 37 for u in units))
+)
+def test_counting_piece_by_piece_is_tiktokens_count(text: str) -> None:
+    """The split regex (the regex package) and the heap merge of :func:`tokens._bpe_count` give
+    tiktoken's count exactly, on runs long enough to be single long pieces too."""
+    for name in tokens.ENCODINGS:
+        enc = tokens.get_encoding(name)
+        assert tokens._count_by_pieces(enc, text) == len(enc.encode_ordinary(text)), name
 
 
 def test_long_ordinary_text_is_counted_exactly() -> None:
     line = 'The quick brown fox, id 12345, said "hello" to /api/v1/items?x=7.\n'
     text = line * 2000  # ~130 KB, many chunks
     enc = tokens.get_encoding("o200k_base")
-    chunks, exact = tokens._chunks(text)
-    assert exact and len(chunks) > 50
+    chunks, short = tokens._chunks(text)
+    assert short and len(chunks) > 50
     assert tokens.count_tokens(text) == len(enc.encode_ordinary(text))
     compact = dumps([{"id": i, "name": f"item {i}", "ok": True} for i in range(3000)])
     assert tokens.count_tokens(compact) == len(enc.encode_ordinary(compact))
 
 
-def test_pathological_runs_do_not_hang_or_panic() -> None:
-    # 1 000 000 "a" makes tiktoken's Rust core panic and 100 000 take seconds if encoded whole.
-    # "a" * 8 is one o200k token, so the exact answer is 125 000; each blind cut may add one.
-    n = 1_000_000
-    chunks, exact = tokens._chunks("a" * n)
-    assert not exact
+def test_words_and_spaces_are_cut_where_the_count_stays_exact() -> None:
+    """Issue 23: ``"word " * 3000 + "tail"`` was cut blindly every 2,048 characters and
+    counted 3,007 tokens; o200k counts 3,001. A space after a non-space is a safe cut."""
+    text = "word " * 3000 + "tail"
+    chunks, short = tokens._chunks(text)
+    assert short and len(chunks) > 5
+    for name in tokens.ENCODINGS:
+        enc = tokens.get_encoding(name)
+        assert tokens._tiktoken_count(enc, text) == len(enc.encode_ordinary(text))
+    assert tokens.count_tokens(text, "gpt-4o") == 3001
+
+
+def test_pathological_runs_are_counted_exactly_without_hanging_or_panicking() -> None:
+    # 1 000 000 "a" makes tiktoken's Rust core panic and 100 000 take seconds if encoded whole:
+    # a run with no safe cut is one long piece of the split regex, merged by _bpe_count.
+    # "a" * 8 is one o200k token, so the exact answer is n / 8.
+    n = 200_000
+    _, short = tokens._chunks("a" * n)
+    assert not short
     count = tokens.estimate("a" * n, "gpt-4o")
-    assert count.method == "tiktoken:o200k_base"
-    assert n // 8 <= count.tokens <= n // 8 + len(chunks)
-    assert tokens.count_tokens(" " * 200_000) > 0
+    assert count == tokens.TokenCount(n // 8, "tiktoken:o200k_base", True)
+    enc = tokens.get_encoding("o200k_base")
+    spaces = " " * 20_000 + "x" + "1" * 20_000
+    assert tokens.count_tokens(spaces) == len(enc.encode_ordinary(spaces))
