@@ -98,3 +98,29 @@ def _a_call_sent_to_it_gets_its_tokens_counted(env: dict, port: int, path: Path)
         assert time.monotonic() < deadline, f"the token pass did not count the call: {counts}"
         time.sleep(0.2)
     assert counts[0][0] > 0 and counts[0][1] > 0
+
+
+def test_a_busy_port_fails_before_the_url_is_printed(tmp_path: Path) -> None:
+    """`make run PORT=...` picks another port; a busy one is said so, and no URL is announced
+    for a server that never started."""
+    env = {
+        **os.environ,
+        "TOOLSCOPE_DATABASE_URL": f"sqlite:///{tmp_path / 'busy.db'}",
+        "TOOLSCOPE_DEV": "1",
+        "TOOLSCOPE_TOKEN_PASS_SECONDS": "0",
+    }
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            [BIN / "toolscope", "serve", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0
+    assert "http://" not in done.stdout + done.stderr
+    assert f"cannot serve on 127.0.0.1:{port}" in done.stderr
+    assert "make run PORT=" in done.stderr

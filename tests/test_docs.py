@@ -24,6 +24,19 @@ def test_ci_runs_the_readme_test_command():
     assert ci[-1].strip() == "make test"
 
 
+def test_the_readme_says_how_to_serve_on_another_port_as_the_makefile_takes_it():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^PORT \?= 8000$", makefile, re.MULTILINE)
+    assert "toolscope serve --host $(HOST) --port $(PORT)" in makefile
+    assert "make run PORT=8001" in README
+
+
+def test_the_readme_names_what_make_test_needs():
+    requirements = README[README.index("Requirements:") :].split("\n\n")[0]
+    for needed in ("PostgreSQL", "chromium", "nginx", "`node`", "`npm`", "PyPI", "npm registry"):
+        assert needed in requirements, needed
+
+
 # --- Citations: the code cites only what the repository contains -------------------------------
 
 MAPPING = ROOT / "docs" / "otlp-mapping.md"

@@ -4,6 +4,7 @@ commands)."""
 from __future__ import annotations
 
 import os
+import socket
 from datetime import timedelta
 
 import click
@@ -35,6 +36,8 @@ def serve_command(host: str, port: int, debug: bool) -> None:
     from werkzeug.serving import run_simple
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    if os.environ.get("WERKZEUG_RUN_MAIN") != "true":  # the reloader's child reuses the socket
+        _check_port_free(host, port)
     # Writes leave token counts to the pass, as under gunicorn (webapp/gunicorn_conf.py); the
     # reloader's parent process serves nothing, so only the serving process runs it.
     token_pass = None
@@ -50,6 +53,23 @@ def serve_command(host: str, port: int, debug: bool) -> None:
     finally:
         if token_pass is not None:
             token_pass.stop()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before the URL is printed when ``host:port`` cannot be bound (another server has
+    it): werkzeug would print its own error only after ours announced a URL it does not serve."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _name, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As werkzeug's server binds: a port left in TIME_WAIT is free, a listening one not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc} (is another server using "
+            "the port?). Pick another port: toolscope serve --port 8001, or make run PORT=8001."
+        ) from None
 
 
 @click.group("keys")
