@@ -158,7 +158,7 @@ def test_statuses_are_the_timeline_badges(app, dashboard, project_key):
             )
             expected[c.id] = record
     rows = {row["id"]: row["statuses"] for row in listing(dashboard)["data"]}
-    windows = {row["id"]: row["channel"] for row in listing(dashboard)["data"]}
+    windows = {row["id"]: row["conversation"]["channel"] for row in listing(dashboard)["data"]}
     for call_id, record in expected.items():
         seconds = 3600 if windows[call_id] == "billing" else 300
         badges = call_badges(
@@ -216,7 +216,7 @@ def test_sorts_page_by_keyset_without_gaps_or_repeats(app, dashboard, project_ke
         if not cursor:
             break
     assert seen == [row["id"] for row in everything]
-    key = {"time": "created_at", "duration": "duration_ms", "size": "response_bytes"}[sort]
+    key = {"time": "created_at", "duration": "duration_ms", "size": "result_bytes"}[sort]
     values = [(-1 if row[key] is None else row[key]) for row in everything]
     assert values == sorted(values, reverse=order == "desc")
 
@@ -351,6 +351,17 @@ def test_every_search_strategy_finds_the_same_calls(
     assert {first["data"][0]["id"], second["data"][0]["id"]} == {
         row["id"] for row in listing(dashboard, q="timeout")["data"]
     }
+
+
+def test_the_twin_names_each_field_as_the_api_does(app, client, dashboard, project_key):
+    """One vocabulary: `/calls.json` items are `GET /api/v1/calls` items (docs/api.md), not the
+    query's rows (`external_tool_call_id`, `response_bytes`, a message row id...)."""
+    with data(app):
+        world(project_key.project_id)
+    api = client.get("/api/v1/calls?limit=200", headers=project_key.headers).get_json()["data"]
+    twin = listing(dashboard, limit=200)["data"]
+    assert twin == api
+    assert {"tool_call_id", "result_bytes", "result_tokens", "has_result"} <= set(twin[0])
 
 
 def test_the_api_and_the_twin_list_the_same_calls_in_constant_queries(

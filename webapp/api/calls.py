@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from flask import current_app, g, jsonify, url_for
+from flask import current_app, g, jsonify
 from flask_openapi3 import Tag
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,10 +14,10 @@ from ..db import utcnow
 from ..errors import ApiError
 from ..queries import call_explorer as queries
 from ..queries.cursors import CursorError
+from ..services.call_list import call_item
 from . import bp
 from .endpoint import endpoint
 from .schemas import error_responses
-from .serializers import iso
 
 TAG = Tag(name="Tool calls", description="Every tool call of the project, searched and filtered.")
 
@@ -108,43 +108,6 @@ def _filters(query: CallListQuery) -> tuple[queries.CallFilters, Any]:
         ) from None
 
 
-def _call(row: queries.CallRow) -> dict[str, Any]:
-    if row.conversation_id is not None:
-        conversation = {
-            "id": row.conversation_external_id,
-            "row_id": row.conversation_id,
-            "title": row.conversation_title or "",
-            "channel": row.channel,
-        }
-        url = url_for(
-            "conversations.conversation_get",
-            conversation_id=row.conversation_id,
-            _anchor=f"call-{row.id}",
-            _external=True,
-        )
-    else:
-        conversation = None
-        url = url_for("conversations.call_get", call_id=row.id, _external=True)
-    return {
-        "id": row.id,
-        "object": "tool_call",
-        "tool_call_id": row.external_tool_call_id,
-        "function_name": row.function_name,
-        "created_at": iso(row.created_at),
-        "duration_ms": row.duration_ms,
-        "result_bytes": row.response_bytes,
-        "result_tokens": row.response_tokens,
-        "is_error": row.is_error,
-        "has_result": row.has_response,
-        "statuses": list(row.statuses),
-        "arguments_preview": row.arguments_preview,
-        "result_preview": row.response_preview,
-        "message_id": row.message_external_id,
-        "conversation": conversation,
-        "url": url,
-    }
-
-
 @bp.get(
     "/calls",
     tags=[TAG],
@@ -168,7 +131,7 @@ def calls_get(query: CallListQuery):
     return jsonify(
         {
             "object": "list",
-            "data": [_call(row) for row in page.rows],
+            "data": [call_item(row) for row in page.rows],
             "has_more": page.has_more,
             "next_cursor": page.next_cursor,
         }

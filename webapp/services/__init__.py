@@ -11,4 +11,6 @@ services (model providers) will live here too.
   holds.
 * ``row_memo``: what the loader made of each stored tool call, kept per worker.
 * ``sized_lru``: the byte-bounded LRU under both, bounded by ``REPLAY_CACHE_MB``.
+* ``call_list``: an item of the calls explorer's list, as the API and the dashboard's twin
+  answer it.
 """

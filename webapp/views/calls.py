@@ -10,7 +10,8 @@ from flask import current_app, request
 from ..db import utcnow
 from ..queries import call_explorer as queries
 from ..queries.projects import channel_names, tool_names
-from .common import BadParameter, bad_parameter_response, page_limit, twin_get
+from ..services.call_list import call_item
+from .common import BadParameter, bad_parameter_response, page_limit, twin_get, wants_json
 from .context import current_project
 from .paged_list import list_context, page_start, respond_list, wants_page
 from .security import dashboard_blueprint
@@ -66,6 +67,8 @@ def calls_get(fmt: str):
     if wants_page(fmt):
         data["channels"] = channel_names(project.id)
         data["tools"] = tool_names(project.id)
+    if wants_json(fmt):  # the API's items (GET /api/v1/calls), not the template's rows
+        data["data"] = [call_item(row) for row in page.rows]
     return respond_list(
         data,
         fmt,
