@@ -576,24 +576,41 @@ def test_truncation_uses_the_injected_token_counter() -> None:
     assert notice == "[... truncated 40 tokens ...]"
 
 
-def partial_words(text: str) -> int:
-    """A tokenizer whose tokens do not line up with four characters: one per word."""
-    return len(text.split())
+def word_pairs(text: str) -> int:
+    """A tokenizer whose counts grow by two at a time: two tokens per word."""
+    return 2 * len(text.split())
 
 
 def test_the_notice_says_how_many_tokens_were_over_the_cap_as_agents_truncators_do() -> None:
-    """A ``ToolResultTruncator`` writes ``tokens - maxTokens``. Here the prefix that fits the
-    cap stops a token short of it (a word boundary), so one more token is cut than the result
-    was over: the notice follows the truncator, the diagnostic and the stats count what was
-    cut."""
-    text = "abcdefghij klmnopqrst uvwxyz"  # three tokens
+    """A ``ToolResultTruncator`` writes ``tokens - maxTokens``. Here the longest prefix that
+    fits the cap stops a token short of it (the next word would be two more), so one more token
+    is cut than the result was over: the notice follows the truncator, the diagnostic and the
+    stats count what was cut."""
+    text = "abcdefghij klmnopqrst uvwxyz"  # six tokens
     h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=text),)))
-    result = run(h, result_token_cap=2, count_tokens=partial_words)
-    assert result.payload["messages"][2]["content"] == "abcdefgh\n[... truncated 1 tokens ...]"
+    result = run(h, result_token_cap=3, count_tokens=word_pairs)
+    assert result.payload["messages"][2]["content"] == "abcdefghij \n[... truncated 3 tokens ...]"
     (diag,) = of_kind(result, "truncated")
-    assert diag.detail == {"cut_tokens": 2, "cap": 2}
-    assert "1 tokens over the 2-token cap" in diag.reason
-    assert result.stats["truncated_tokens"] == 2
+    assert diag.detail == {"cut_tokens": 4, "cap": 3}
+    assert "3 tokens over the 3-token cap" in diag.reason
+    assert result.stats["truncated_tokens"] == 4
+
+
+def test_a_result_with_more_than_four_characters_per_token_keeps_the_cap() -> None:
+    """Issue 23: a 20,000-character result with ``result_token_cap=100`` kept 400 characters
+    (50 tokens): the prefix was guessed as four characters a token and never grown."""
+    text = " ".join(f"w{i:07d}" for i in range(2_500))[:20_000]  # nine characters a word
+
+    def words(t: str) -> int:
+        return len(t.split())
+
+    h = history(user(1, "q", 0), assistant(2, "done", 1, (call(3, "s", t=2, response=text),)))
+    result = run(h, result_token_cap=100, count_tokens=words)
+    kept, _, notice = result.payload["messages"][2]["content"].partition("\n")
+    assert words(kept) == 100 and len(kept) >= 899
+    over = words(text) - 100  # 2,123
+    assert notice == f"[... truncated {over} tokens ...]"
+    assert of_kind(result, "truncated")[0].detail == {"cut_tokens": over, "cap": 100}
 
 
 def test_a_result_already_cut_to_the_cap_is_not_cut_again() -> None:

@@ -13,9 +13,12 @@ A result that already ends with such a notice and whose text before it fits the 
 it is: it was cut before (by an earlier replay whose export was imported back, or by an agent
 running such a truncator), and cutting it again would only cut the notice.
 
-The prefix is first guessed as ``cap * 4`` characters, then checked with the injected counter
-and shrunk proportionally (a few steps, then a binary search), so any tokenizer works and the
-default heuristic needs one count.
+The kept prefix is the longest one the injected counter puts within the cap, whatever the
+characters per token: it is found by counting prefixes, first where the result's own
+characters per token place the cap, then by interpolation between the longest prefix known to
+fit and the shortest known not to (a few steps), then by bisection. So any tokenizer works, the
+cut is a token or two short of the cap at most, and the default heuristic needs one or two
+counts.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-_PROPORTIONAL_STEPS = 8
+_INTERPOLATION_STEPS = 6
 _NOTICE_RE = re.compile(r"\n\[\.\.\. truncated \d+ tokens \.\.\.\]\Z")
 
 
@@ -38,26 +41,29 @@ class Cut(NamedTuple):
     over_tokens: int  # tokens of the result minus the cap: the number in the notice
 
 
-def _longest_prefix(text: str, cap: int, count: Callable[[str], int]) -> tuple[int, int]:
-    """Length and token count of a long prefix of ``text`` with at most ``cap`` tokens."""
-    keep = min(len(text), cap * 4)
-    kept = count(text[:keep])
+def _longest_prefix(
+    text: str, cap: int, total: int, count: Callable[[str], int]
+) -> tuple[int, int]:
+    """Length and token count of the longest prefix of ``text`` with at most ``cap`` tokens
+    (``total`` > ``cap``: the tokens of the whole text). Prefix counts may dip where a token
+    merges with the next character, so "longest" is where one more character goes over."""
+    lo, lo_tokens = 0, 0  # the longest prefix known to fit (the empty one has no tokens)
+    hi, hi_tokens = len(text), total  # the shortest known not to
     steps = 0
-    while kept > cap and keep > 0 and steps < _PROPORTIONAL_STEPS:
-        keep = max(0, min(keep - 1, keep * cap // kept))
-        kept = count(text[:keep])
-        steps += 1
-    if kept > cap:
-        lo, hi = 0, keep  # count(text[:lo]) <= cap is assumed for lo == 0
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if count(text[:mid]) <= cap:
-                lo = mid
-            else:
-                hi = mid - 1
-        keep = lo
-        kept = count(text[:keep])
-    return keep, kept
+    while hi - lo > 1:
+        if steps < _INTERPOLATION_STEPS:
+            # Where the count crosses cap + 1/2 if tokens grow evenly between lo and hi.
+            span = (hi - lo) * (2 * (cap - lo_tokens) + 1) // (2 * (hi_tokens - lo_tokens))
+            guess = min(hi - 1, max(lo + 1, lo + span))
+            steps += 1
+        else:
+            guess = (lo + hi) // 2
+        tokens = count(text[:guess])
+        if tokens <= cap:
+            lo, lo_tokens = guess, tokens
+        else:
+            hi, hi_tokens = guess, tokens
+    return lo, lo_tokens
 
 
 def already_cut(text: str, cap: int, count: Callable[[str], int]) -> bool:
@@ -71,6 +77,6 @@ def truncate(text: str, cap: int, count: Callable[[str], int]) -> Cut | None:
     total = count(text)
     if total <= cap or already_cut(text, cap, count):
         return None
-    keep, kept = _longest_prefix(text, cap, count)
+    keep, kept = _longest_prefix(text, cap, total, count)
     over = total - cap
     return Cut(text[:keep] + notice(over), total - kept, over)
