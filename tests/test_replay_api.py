@@ -272,6 +272,8 @@ def test_an_empty_conversation_replays_to_an_empty_payload_with_a_diagnostic(cli
     doc = export(client, project_key, cid="empty")
     assert doc["payload"] == {"messages": []}
     assert [d["kind"] for d in doc["diagnostics"]] == ["empty_payload"]
+    # Providers refuse an empty list: validation says so (docs/replay.md, `validation`).
+    assert [p["code"] for p in doc["validation"]] == ["empty_payload"]
 
 
 def test_the_endpoint_is_in_the_openapi_document_with_its_parameters(client):
