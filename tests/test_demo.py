@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from dashboard_support import dashboard_fixture  # noqa: F401
 from sqlalchemy import func, select
 
 from webapp import create_app
@@ -410,6 +411,80 @@ def test_reset_reloads_relative_to_now(app):
     with app.app_context():
         newest = db.session.scalar(select(func.max(Message.created_at)))
     assert later - timedelta(minutes=1) < newest <= later
+
+
+def last_activity(app: Any) -> dict[str, datetime]:
+    with app.app_context():
+        rows = db.session.execute(select(Conversation.external_id, Conversation.updated_at))
+        return dict(rows.all())  # type: ignore[arg-type]
+
+
+def listed(dashboard: Any) -> list[str]:
+    """The conversation list as the dashboard orders it (its JSON twin, one page)."""
+    answer = dashboard.get("/conversations.json?limit=100").get_json()
+    return [c["external_id"] for c in answer["data"]]
+
+
+def own_conversation(app: Any, project_id: int, external_id: str, at: datetime) -> None:
+    import factories as f
+
+    with app.app_context():
+        conversation = f.conversation(project_id, external_id, title="My own", at=at)
+        f.message(conversation, f"{external_id}-u1", "user", "My own question", at=at)
+        db.session.commit()
+
+
+def test_loading_again_leaves_the_demo_s_last_activity_where_it_was(app, project_key, dashboard):
+    """`make run` runs `toolscope demo` at every start: each load set the last activity of the
+    15 demo conversations to that moment, so the user's own sank below them. A recent demo is
+    not moved, its last activity is its own last message or call, and the user's conversation
+    added in between stays first."""
+    now = datetime.now(UTC)
+    load_demo(app, "default", now=now, refresh_after=timedelta(days=1))
+    first = last_activity(app)
+    # The demo's own times, not the moment of loading.
+    assert all(at <= now for at in first.values()), first
+    assert max(first.values()) - min(first.values()) > timedelta(days=26)
+    own_conversation(app, project_key.project_id, "my-own", datetime.now(UTC))
+    again = load_demo(app, "default", now=now + timedelta(hours=3), refresh_after=timedelta(days=1))
+    assert again.refreshed_from is None and again.deleted == 0
+
+    after = last_activity(app)
+    assert {k: v for k, v in after.items() if k != "my-own"} == first
+    order = listed(dashboard)
+    assert order[0] == "my-own"
+    assert order[1:] == sorted(first, key=lambda k: first[k], reverse=True)
+
+
+def test_a_re_timed_demo_stays_below_the_project_s_own_conversations(app, project_key, dashboard):
+    """Re-timed relative to now, the demo's newest conversations would be later than the user's
+    own: its last activity goes just below their earliest, in the demo's own order."""
+    load_demo(app, "default", now=LOADED_AT)
+    start = datetime.now(UTC) - timedelta(hours=5)
+    own_conversation(app, project_key.project_id, "my-older", start)
+    own_conversation(app, project_key.project_id, "my-newer", start + timedelta(hours=1))
+    later = datetime.now(UTC)
+    report = load_demo(app, "default", now=later, refresh_after=timedelta(days=1))
+    assert report.refreshed_from == LOADED_AT
+
+    after = last_activity(app)
+    demo = {k: v for k, v in after.items() if not k.startswith("my-")}
+    assert max(demo.values()) < after["my-older"]
+    order = listed(dashboard)
+    assert order[:2] == ["my-newer", "my-older"]
+    assert set(order[2:]) == set(demo)
+    # The demo itself was re-timed (its messages are relative to the new load), and its newest
+    # conversation is still first among its own.
+    with app.app_context():
+        newest = db.session.scalar(select(func.max(Message.created_at)))
+        newest_demo = db.session.scalar(
+            select(Conversation.external_id)
+            .join(Message, Message.conversation_id == Conversation.id)
+            .order_by(Message.created_at.desc())
+            .limit(1)
+        )
+    assert later - timedelta(minutes=1) < newest <= later
+    assert order[2] == newest_demo
 
 
 def test_cli_prints_a_key_only_when_the_project_has_none(app, runner):

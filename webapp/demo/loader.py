@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from flask import Flask
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 
 from ..auth import create_key, get_or_create_project
 from ..db import db, utcnow
 from ..ingest.token_pass import MESSAGES, count_pending
-from ..models import ApiKey, Conversation, Message
+from ..models import ApiKey, Conversation, Message, ToolInvocation
 from .catalog import CHANNELS, REDACTION_RULES
 from .large import LARGE_ID, large_conversation
 from .payloads import ApiRequest, Scenario
@@ -85,6 +85,7 @@ def load_demo(
         loader_key, loader_plain = create_key(project, "demo loader (deleted after loading)")
         db.session.commit()
         loader_key_id = loader_key.id
+        project_id = project.id
     report = (
         LoadReport(
             project_slug, loaded_at, deleted=deleted, new_key=new_key, refreshed_from=first_load
@@ -110,11 +111,75 @@ def load_demo(
             # What a server's token pass does in the background, now: the demo is complete.
             count_pending()
             count_pending(kind=MESSAGES)
+            _settle_last_activity(project_id, ids)
     finally:
         with app.app_context():
             db.session.execute(delete(ApiKey).where(ApiKey.id == loader_key_id))
             db.session.commit()
     return report
+
+
+def _settle_last_activity(project_id: int, conversation_ids: list[str]) -> None:
+    """Each demo conversation's last activity (``updated_at``, the list's order) becomes the time
+    of the last thing in it, and stays below the project's own conversations.
+
+    Posting the demo, even data already stored, sets its last activity to the moment of loading,
+    so every `toolscope demo` (every `make run`) listed the demo's 15 rows above the user's own.
+    The demo's own times (spread over four weeks) are what its rows show instead, the same at
+    every load until it is re-timed; and where one would still be later than the earliest last
+    activity of a conversation of the project's own (a re-timed demo's "now" is the start of
+    `make run`), it is set just below it, 1 ms apart in the demo's own order. So the user's
+    conversations come first in the list however often the demo is loaded or re-timed. The
+    messages, calls and their times are untouched: only the order key moves, and the replay of
+    a conversation does not read it."""
+    demo = select(Conversation.id).where(
+        Conversation.project_id == project_id, Conversation.external_id.in_(conversation_ids)
+    )
+    last_message = dict(
+        db.session.execute(  # type: ignore[arg-type]
+            select(Message.conversation_id, func.max(Message.created_at))
+            .where(Message.conversation_id.in_(demo))
+            .group_by(Message.conversation_id)
+        ).all()
+    )
+    # The times the demo sends (a message's, a call's end), not those the server stamps when
+    # they are posted (calls posted through the MessageTool API carry none).
+    last_call = dict(
+        db.session.execute(  # type: ignore[arg-type]
+            select(Message.conversation_id, func.max(ToolInvocation.ended_at))
+            .join(Message, Message.id == ToolInvocation.message_id)
+            .where(Message.conversation_id.in_(demo))
+            .group_by(Message.conversation_id)
+        ).all()
+    )
+    own_earliest = db.session.scalar(
+        select(func.min(Conversation.updated_at)).where(
+            Conversation.project_id == project_id,
+            Conversation.external_id.not_in(conversation_ids),
+        )
+    )
+    rows = db.session.execute(
+        select(Conversation.id, Conversation.created_at).where(Conversation.id.in_(demo))
+    ).all()
+    last = {
+        r.id: max(
+            t for t in (r.created_at, last_message.get(r.id), last_call.get(r.id)) if t is not None
+        )
+        for r in rows
+    }
+    below = own_earliest
+    for conversation_id in sorted(last, key=lambda i: (last[i], i), reverse=True):
+        at = last[conversation_id]
+        if below is not None:
+            at = below = min(at, below - OWN_FIRST_STEP)
+        db.session.execute(
+            update(Conversation).where(Conversation.id == conversation_id).values(updated_at=at)
+        )
+    db.session.commit()
+
+
+# How far apart the demo's rows are put when they are moved below the project's own.
+OWN_FIRST_STEP = timedelta(milliseconds=1)
 
 
 def _stamped(scenarios: list[Scenario], loaded_at: datetime) -> list[Scenario]:
