@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from datetime import timedelta
 
 import click
@@ -15,7 +16,7 @@ from sqlalchemy import delete, select
 from . import create_app
 from .auth import create_key, get_or_create_project
 from .bench import command as bench_command
-from .db import begin_write, db, utcnow
+from .db import db, utcnow
 from .demo import command as demo_command
 from .models import ApiKey, Conversation, Message, Project
 
@@ -145,9 +146,8 @@ def conversations_group() -> None:
 @with_appcontext
 def conversations_delete(project_slug: str, cid: str, yes: bool) -> None:
     """Delete the conversation CONVERSATION_ID (the agent's id) of project PROJECT (its slug),
-    with its messages, tool calls, usage and the OTLP data projected into it."""
-    from .ingest import delete_conversation
-
+    with its messages, tool calls, usage and the OTLP data projected into it. A delete that
+    loses a race with a writer, or finds the database busy, is tried again (a few times)."""
     found = db.session.execute(
         select(Conversation.id)
         .join(Project, Project.id == Conversation.project_id)
@@ -158,13 +158,35 @@ def conversations_delete(project_slug: str, cid: str, yes: bool) -> None:
     if not yes:
         click.confirm(f"Delete conversation {cid!r} of project {project_slug!r}?", abort=True)
     db.session.rollback()
-    begin_write()
-    project_id = db.session.scalar(select(Project.id).where(Project.slug == project_slug))
-    if project_id is None or not delete_conversation(project_id, found.id):
-        db.session.rollback()
+    if not _delete_with_retries(project_slug, found.id):
         raise click.ClickException(f"no conversation {cid!r} in project {project_slug!r}")
-    db.session.commit()
     click.echo(f"deleted conversation {cid!r} of project {project_slug!r}")
+
+
+CLI_WRITE_ATTEMPTS = 5
+
+
+def _delete_with_retries(project_slug: str, conversation_id: int) -> bool:
+    """`run_write` of the delete (it runs it once more after a lost race); a busy answer, which
+    an API client would retry after Retry-After, is retried here, a second apart at most."""
+    from .errors import ApiError
+    from .ingest.transaction import Write, run_write
+
+    for attempt in range(1, CLI_WRITE_ATTEMPTS + 1):
+        try:
+            return run_write(Write(_delete_by_slug, (project_slug, conversation_id)))
+        except ApiError as exc:
+            if exc.status != 503 or attempt == CLI_WRITE_ATTEMPTS:
+                raise click.ClickException(exc.message) from exc
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _delete_by_slug(project_slug: str, conversation_id: int) -> bool:
+    from .ingest import delete_conversation
+
+    project_id = db.session.scalar(select(Project.id).where(Project.slug == project_slug))
+    return project_id is not None and delete_conversation(project_id, conversation_id)
 
 
 @click.command("purge")

@@ -1,7 +1,10 @@
 """Conversations and channels: found or created by external id, updated, touched.
 
-The conversation row is the last thing a write touches (its `updated_at` is last activity), so
-on PostgreSQL concurrent writers always lock messages before conversations.
+The conversation row is the last thing a write updates (its `updated_at` is last activity), so
+on PostgreSQL concurrent writers always lock messages before updating conversations. Before
+either, a writer holds its conversation `FOR KEY SHARE` (`ensure_conversation`): writers do not
+wait for each other on it, but a delete (`ingest.deletes`, `FOR UPDATE` first) waits for them,
+and they for it; a writer that waited for a delete finds the row gone and creates it again.
 """
 
 from __future__ import annotations
@@ -17,19 +20,31 @@ from ..sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
 from .errors import Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
+# The writer's hold on its conversation until it commits (PostgreSQL; SQLite has one writer):
+# FOR KEY SHARE does not conflict with other writers (nor with their UPDATE of the row), only
+# with a delete's FOR UPDATE. A row deleted meanwhile is not returned, once the delete commits.
+_HOLD_CONVERSATION = (
+    select(CONVERSATION.c.id, CONVERSATION.c.external_id)
+    .where(
+        CONVERSATION.c.project_id == bindparam("project_id"),
+        CONVERSATION.c.external_id == bindparam("external_id"),
+    )
+    .with_for_update(read=True, key_share=True)
+)
+
 
 def find_conversation(project_id: int, external_id: str) -> Any:
-    return db.session.execute(
-        select(CONVERSATION.c.id, CONVERSATION.c.external_id).where(
-            CONVERSATION.c.project_id == project_id, CONVERSATION.c.external_id == external_id
-        )
-    ).first()
+    """The conversation's row, held until the write commits (`_HOLD_CONVERSATION`)."""
+    params = {"project_id": project_id, "external_id": external_id}
+    return db.session.execute(_HOLD_CONVERSATION, params).first()
 
 
 def ensure_conversation(
     project_id: int, external_id: str, now: datetime, created_at: datetime | None = None
 ) -> tuple[int, bool]:
-    """The conversation's row id, created if unknown; (id, created)."""
+    """The conversation's row id, created if unknown; (id, created). Held until the write
+    commits, so that a concurrent delete waits for it (and inserts referencing it cannot fail
+    on a row deleted meanwhile): the first thing a write locks."""
     found = find_conversation(project_id, external_id)
     if found is not None:
         return found.id, False

@@ -7,8 +7,9 @@ with. The caller ends the read, and `run_write` opens the write transaction with
 `begin_write()` (SQLite's write lock up front), runs the step and commits. So on SQLite, where
 one writer at a time holds the lock, the CPU work of one request runs while another writes.
 
-A lost insert race (`RaceLost`, or a unique violation, deadlock or serialization failure on
-PostgreSQL) is rolled back and the step run once more, when it sees the other writer's rows; a
+A lost insert race (`RaceLost`, or a unique violation, deadlock, serialization failure or
+foreign key violation on PostgreSQL) is rolled back and the step run once more, when it sees the
+other writer's rows (or that a row it referred to was deleted meanwhile, and creates it again); a
 database that does not let the write in in time (SQLite still locked after its busy timeout, a
 PostgreSQL lock_timeout) is a 503 `busy`, which clients retry.
 """
@@ -30,8 +31,11 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then.
-_RETRY_SQLSTATES = {"40001", "40P01", "23505"}
+# PostgreSQL SQLSTATEs worth one more try: the other transaction has finished by then. A
+# foreign key violation (23503) can only be a race: a store step refers to rows it read or made
+# in its own transaction, so the row was deleted by a concurrent delete that committed since
+# (writers hold their conversation against that, ingest.conversations; this is the backstop).
+_RETRY_SQLSTATES = {"40001", "40P01", "23505", "23503"}
 # PostgreSQL: lock_timeout (PG_LOCK_TIMEOUT_MS) or statement_timeout ran out.
 _BUSY_SQLSTATES = {"55P03", "57014"}
 

@@ -362,24 +362,54 @@ def write_export(ctx: StoreContext, prepared: PreparedExport) -> StoreResult:
     if not prepared.new.traces:
         return prepared.result
     _lock(ctx.project_id, prepared.component, {link for link, _ in prepared.new.links})
-    component = _component(
-        ctx.project_id, prepared.new.traces, {link for link, _ in prepared.new.links}
-    )
-    if (
-        sorted(component) != prepared.component
-        or _fingerprint(ctx.project_id, prepared.component) != prepared.fingerprint
-    ):
-        # A concurrent export changed what this one read: work it out again, in the lock.
+    for _attempt in range(3):
+        # The conversations the plan writes into or takes turns from are held before the
+        # component is read again: a delete of one (which takes no advisory lock) either
+        # committed before, and the check below sees its raw rows gone, or waits for this write.
+        _hold_conversations(ctx.project_id, prepared.writes)
+        component = _component(
+            ctx.project_id, prepared.new.traces, {link for link, _ in prepared.new.links}
+        )
+        if (
+            sorted(component) == prepared.component
+            and _fingerprint(ctx.project_id, prepared.component) == prepared.fingerprint
+        ):
+            break
+        # A concurrent export or delete changed what this one read: work it out again, in
+        # the lock (and hold the conversations of the new plan before checking once more).
         prepared = prepare_export(ctx, prepared.batch)
         if not prepared.new.traces:
             return prepared.result
         _lock(ctx.project_id, prepared.component)
+    else:
+        raise RaceLost()  # the component kept changing: run_write runs the request again
     _insert_rows(ctx, prepared.new)
     result = prepared.result
     result.stored_spans, result.stored_logs = len(prepared.new.spans), len(prepared.new.logs)
     assert prepared.writes is not None
     result.turns_written = _apply_writes(ctx, prepared.writes)
     return result
+
+
+def _hold_conversations(project_id: int, planned: _TurnWrites | None) -> None:
+    """Lock the existing conversations `planned` touches FOR KEY SHARE until the write commits
+    (PostgreSQL), in id order: as the native writers do (`ingest.conversations`), so that a
+    delete waits for this write or this write for the delete (`ingest.deletes`). One query."""
+    if planned is None or db.session.get_bind().dialect.name != "postgresql":
+        return
+    external_ids = sorted({p.external_id for p in planned.plans})
+    ids = sorted({row["conversation_id"] for row in planned.gone})
+    if not external_ids and not ids:
+        return
+    db.session.execute(
+        select(CONVERSATION.c.id)
+        .where(
+            CONVERSATION.c.project_id == project_id,
+            CONVERSATION.c.external_id.in_(external_ids) | CONVERSATION.c.id.in_(ids),
+        )
+        .order_by(CONVERSATION.c.id)
+        .with_for_update(read=True, key_share=True)
+    ).all()
 
 
 def _old_turns(project_id: int, traces: Sequence[str]) -> dict[str, dict[str, Any]]:
