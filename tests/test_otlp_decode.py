@@ -187,9 +187,7 @@ def test_log_records_read_the_event_name_from_the_attribute_and_fall_back_to_obs
         b'"text"',
         b'{"resourceSpans": {}}',
         b'{"resourceSpans": [1]}',
-        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 5, "name": 3}]}]}]}',
-        _spans_json([_span(startTimeUnixNano="soon")]),
-        _spans_json([_span(attributes={"key": "k"})]),
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [7]}]}]}',
         b"\xff\xfe",
         b"[" * 100_000,
     ],
@@ -209,3 +207,20 @@ def test_an_empty_request_is_valid_in_both_encodings():
     assert protobuf_reader.decode_traces(b"").spans == []
     assert json_reader.decode_traces(b"{}").spans == []
     assert json_reader.decode_logs(b"{}").logs == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"traceId": 5, "name": 3},
+        {"startTimeUnixNano": "soon"},
+        {"attributes": {"key": "k"}},
+        {"kind": "SPAN_KIND_NONSENSE"},
+    ],
+)
+def test_a_span_with_values_of_the_wrong_shape_is_rejected_alone(bad):
+    """One span's values: the span is rejected (partialSuccess), not the whole export."""
+    body = _spans_json([_span(**bad), _span(spanId="b7ad6b7169203332")])
+    decoded = json_reader.decode_traces(body)
+    assert [s.span_id for s in decoded.spans] == ["b7ad6b7169203332"]
+    assert decoded.rejected == 1

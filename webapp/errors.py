@@ -13,9 +13,11 @@ which it raises as InvalidRequestError; `code` still says which.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Flask, Response, g, jsonify, request
+from google.rpc.status_pb2 import Status
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -147,6 +149,42 @@ def _wants_json() -> bool:
     return request.path.startswith(API_PREFIX) or request.path.endswith(".json")
 
 
+# The OTLP receiver's paths (webapp.api.otlp): their errors are google.rpc.Status messages.
+OTLP_PATH_PREFIXES = ("/v1/", "/api/otlp/v1/")
+OTLP_PROTOBUF = "application/x-protobuf"
+# gRPC status codes for the `code` of google.rpc.Status, by HTTP status.
+GRPC_CODES = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 500: 13, 503: 14}
+
+
+def otlp_status(status: int, message: str, code: str, protobuf: bool) -> Response:
+    """An OTLP error answer: a google.rpc.Status, protobuf or JSON (`{"code", "message",
+    "error"}`; `code` is the gRPC code, `error` the short code), with `Retry-After` on a 503."""
+    grpc_code = GRPC_CODES.get(status, 2)
+    if protobuf:
+        body = Status(code=grpc_code, message=message).SerializeToString()
+        response = Response(body, status, content_type=OTLP_PROTOBUF)
+    else:
+        payload = {"code": grpc_code, "message": message, "error": code}
+        response = Response(json.dumps(payload), status, content_type="application/json")
+    if status == 503:
+        response.headers["Retry-After"] = "1"
+    return response
+
+
+def _otlp_path() -> bool:
+    return request.path.startswith(OTLP_PATH_PREFIXES)
+
+
+def _otlp_status(status: int, message: str, exc: HTTPException | None = None) -> Response:
+    """An error Flask answers on an OTLP path, in the request's encoding (docs/otlp.md)."""
+    code = "internal" if status >= 500 else "http_error"
+    response = otlp_status(status, message, code, request.mimetype == OTLP_PROTOBUF)
+    for name, value in exc.get_headers() if exc is not None else ():
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
+
+
 def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError):
@@ -154,6 +192,8 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
+        if _otlp_path():
+            return _otlp_status(exc.code or 500, exc.description or exc.name, exc)
         if not _wants_json():
             return exc
         status = exc.code or 500
@@ -173,6 +213,8 @@ def init_app(app: Flask) -> None:
     def _unexpected(exc: Exception):
         # Never leak a traceback to an agent; log it for the operator.
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        if _otlp_path():
+            return _otlp_status(500, "internal error; the server log has the details")
         if not _wants_json():
             return "Internal server error", 500
         return error_response(500, "internal error; the server log has the details")

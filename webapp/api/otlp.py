@@ -13,17 +13,19 @@ write):
    a lost race runs again, a busy database answers 503, here with `Retry-After`.
 Success is 200 with an empty `Export*ServiceResponse`, or with `partialSuccess` when items were
 rejected or something deserves a warning (a span re-sent with other content, a cut result).
+Anything unforeseen is still a Status (500, gRPC INTERNAL), and so are the errors Flask answers
+on these paths itself (a 405, a body deadline): `webapp.errors.otlp_status`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from typing import Any
 
 from flask import Response, current_app, g, request
 from flask_openapi3 import APIBlueprint
-from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
@@ -31,15 +33,14 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from ..auth import authenticate_api_key
 from ..db import db
-from ..errors import ApiError
+from ..errors import ApiError, otlp_status
 from ..ingest.otlp.receiver import OtlpError, Receipt, ReceiveContext, receive
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 SIGNALS = ("traces", "logs", "metrics")
 
-# gRPC status codes for the `code` of google.rpc.Status, by HTTP status.
-_GRPC_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 503: 14}
+logger = logging.getLogger(__name__)
 
 _RESPONSES = {
     "traces": trace_service_pb2.ExportTraceServiceResponse,
@@ -130,16 +131,7 @@ def _answer(signal: str, encoding: str, receipt: Receipt) -> Response:
 
 
 def _error(exc: OtlpError, encoding: str) -> Response:
-    grpc_code = _GRPC_CODES.get(exc.status, 2)
-    if encoding == "protobuf":
-        body = Status(code=grpc_code, message=exc.message).SerializeToString()
-        response = Response(body, exc.status, content_type=PROTOBUF)
-    else:
-        payload = {"code": grpc_code, "message": exc.message, "error": exc.code}
-        response = Response(json.dumps(payload), exc.status, content_type=JSON)
-    if exc.status == 503:
-        response.headers["Retry-After"] = "1"
-    return response
+    return otlp_status(exc.status, exc.message, exc.code, encoding == "protobuf")
 
 
 def export(signal: str) -> Response:
@@ -158,6 +150,13 @@ def export(signal: str) -> Response:
     except OtlpError as exc:
         db.session.rollback()
         return _error(exc, encoding)
+    except Exception:
+        # A fault of ours, not the exporter's: logged, and answered as OTLP answers (never the
+        # HTML error page).
+        logger.exception("OTLP %s export failed", signal)
+        db.session.rollback()
+        message = "internal error; the server log has the details"
+        return _error(OtlpError(500, message, "internal"), encoding)
 
 
 def _context() -> ReceiveContext:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...replay.jsonfast import dumps
+from .records import SURROGATE_ESCAPE_TEXT, without_surrogates
 
 Message = dict[str, Any]
 Part = dict[str, Any]
@@ -42,9 +43,13 @@ def load_json(value: str, limit: int) -> Any:
     if len(value) > limit:
         return None
     try:
-        return json.loads(value, parse_constant=_refuse_constant)
+        parsed = json.loads(value, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return None
+    if SURROGATE_ESCAPE_TEXT.search(value):
+        # A JavaScript exporter cuts strings inside an emoji: half a pair becomes U+FFFD.
+        parsed = without_surrogates(parsed)
+    return parsed
 
 
 def arguments_of(value: Any, limit: int = DEFAULT_PARSE_LIMIT) -> dict[str, Any] | None:

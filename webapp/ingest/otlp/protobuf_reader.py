@@ -1,7 +1,9 @@
 """OTLP protobuf bodies → `records`, with the official `opentelemetry-proto` classes.
 
 The messages are walked directly: `MessageToDict` would build a dict of the whole request first
-and is several times slower.
+and is several times slower. A body nested deeper than the runtime parses is read with its deep
+values cut, as OTLP/JSON's are (`wire.parse`); a span or log record whose time cannot be stored
+(a fixed64 of 2^63 or more) or whose end is before its start is rejected, the rest kept.
 """
 
 from __future__ import annotations
@@ -20,17 +22,25 @@ from .records import (
     Decoded,
     DecodeError,
     LogRecord,
+    Refused,
     Resource,
     Span,
     check_span_id,
+    check_time,
+    check_times,
     check_trace_id,
     event_name,
 )
+from .wire import parse
+
+
+def _label(name: str) -> str:
+    return repr(name if len(name) <= 60 else name[:60] + "...")
 
 
 def _parse(message: Any, body: bytes) -> Any:
     try:
-        message.ParseFromString(body)
+        parse(message, body)
     except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
         # RuntimeError: the library's recursion limit on nested messages.
         raise DecodeError(f"not a valid OTLP protobuf message: {exc}") from None
@@ -87,7 +97,14 @@ def decode_traces(body: bytes) -> Decoded:
                 span_id = check_span_id(span.span_id)
                 if trace_id is None or span_id is None:
                     which = "trace id" if trace_id is None else "span id"
-                    out.reject(f"span {span.name!r}: invalid {which}")
+                    out.reject(f"span {_label(span.name)}: invalid {which}")
+                    continue
+                try:
+                    check_times(span.start_time_unix_nano, span.end_time_unix_nano, "the span")
+                    for e in span.events:
+                        check_time(e.time_unix_nano, "an event's time")
+                except Refused as exc:
+                    out.reject(f"span {_label(span.name)}: {exc}")
                     continue
                 out.spans.append(
                     Span(
@@ -133,6 +150,12 @@ def decode_logs(body: bytes) -> Decoded:
         for scope_logs in resource_logs.scope_logs:
             scope = scope_logs.scope
             for record in scope_logs.log_records:
+                try:
+                    check_time(record.time_unix_nano, "timeUnixNano")
+                    check_time(record.observed_time_unix_nano, "observedTimeUnixNano")
+                except Refused as exc:
+                    out.reject(f"log record: {exc}")
+                    continue
                 attrs = attributes(record.attributes)
                 trace_id = check_trace_id(record.trace_id)
                 span_id = check_span_id(record.span_id)

@@ -3,8 +3,10 @@
 The OTLP/HTTP route (`webapp.api.otlp`) is transport only, as the Collector's receiver is: the
 key, the content type, reading and decompressing the body, and encoding the answer. What it
 hands over goes through, in order:
-1. decoding (`batch.decode`; a `DecodeError` is a 400); metrics are only checked to be an
-   export request, then dropped (not stored);
+1. decoding (`batch.decode`; a `DecodeError` is a 400); a span or log record that cannot be
+   stored as sent is rejected alone, and what was repaired is a warning
+   (docs/otlp-mapping.md, 'Decoding'); metrics are only checked to be an export request, then
+   dropped (not stored);
 2. normalization and redaction (`batch.prepare_spans` / `prepare_logs`, one query: the
    project's rules), outside the write lock;
 3. `store.prepare_export`: the component the rows touch is read and projected, the writes
@@ -31,6 +33,7 @@ from .batch import Batch, decode, prepare_logs, prepare_spans
 from .projection import Options
 from .records import DecodeError
 from .store import StoreContext, StoreResult, prepare_export, write_export
+from .wire import parse
 
 
 class OtlpError(Exception):
@@ -77,6 +80,8 @@ def receive(signal: str, encoding: str, body: bytes, context: ReceiveContext) ->
     except DecodeError as exc:
         raise OtlpError(400, str(exc), "malformed") from None
     batch = _prepare(signal, decoded, context)
+    # Values repaired while reading (a lone surrogate, an intValue kept as text) are warnings.
+    batch.warnings[:0] = decoded.warnings
     ctx = _store_context(context)
     # Reads and CPU work (the projection, token counts, prices) happen before the write
     # lock; the write checks that what was read still holds.
@@ -93,7 +98,7 @@ def _check_metrics(encoding: str, body: bytes) -> None:
     """Metrics are dropped, but only when they are an export request (400 otherwise)."""
     try:
         if encoding == "protobuf":
-            metrics_service_pb2.ExportMetricsServiceRequest().ParseFromString(body)
+            parse(metrics_service_pb2.ExportMetricsServiceRequest(), body)
             return
         if isinstance(json.loads(body), dict):
             return
