@@ -157,7 +157,7 @@ def test_tokens_chart_splits_cached_input() -> None:
 
 def test_tool_cost_chart_most_expensive_first() -> None:
     rows = [
-        ToolAttribution("fetch", 2, 1300, 5, 2200, Decimal("0.0044"), 0),
+        ToolAttribution("fetch", 2, 1300, 5, 2200, Decimal("0.0044"), 0, Decimal("0.0004")),
         ToolAttribution("search", 3, 190, 8, 590, Decimal("0.00118"), 0),
     ]
     chart = project_charts.tool_cost_chart(rows)
@@ -172,14 +172,16 @@ def test_tool_cost_chart_most_expensive_first() -> None:
         [
             "tool",
             "attributed_cost_usd",
+            "billed_cost_usd",
+            "estimated_cost_usd",
             "resent_input_tokens",
             "sends",
             "results",
             "result_tokens",
             "unpriced_input_tokens",
         ],
-        ["fetch", "0.0044", "2200", "5", "2", "1300", "0"],
-        ["search", "0.00118", "590", "8", "3", "190", "0"],
+        ["fetch", "0.0044", "0.0040", "0.0004", "2200", "5", "2", "1300", "0"],
+        ["search", "0.00118", "0.00118", "0", "590", "8", "3", "190", "0"],
     ]
 
 

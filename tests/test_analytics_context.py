@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from webapp.analytics.attribution import ToolAttribution
 from webapp.analytics.context import PARTS, StoredCounts, conversation_context
-from webapp.analytics.tool_costs import InputPrices, attribution_turns, tool_attribution
+from webapp.analytics.records import ServiceCallCost
+from webapp.analytics.tool_costs import (
+    BilledInput,
+    InputPrices,
+    attribution_turns,
+    billed_inputs,
+    tool_attribution,
+)
 from webapp.pricing import PriceOverride
 from webapp.replay import ReplayOptions, make_synthetic_history
 from webapp.replay.build import build_plan, sorted_messages
@@ -83,8 +90,12 @@ def test_hand_computed_attribution() -> None:
     # fetch #2 (1000, a2 call 0, no later run): a2 call 1 -> 1000
     # All at $2/M: search 550 tok = $0.0011, fetch 2200 tok = $0.0044.
     assert tool_attribution(ctx, prices) == {
-        "search": ToolAttribution("search", 2, 150, 7, 550, Decimal("0.0011"), 0),
-        "fetch": ToolAttribution("fetch", 2, 1300, 5, 2200, Decimal("0.0044"), 0),
+        "search": ToolAttribution(
+            "search", 2, 150, 7, 550, Decimal("0.0011"), 0, Decimal("0.0011")
+        ),
+        "fetch": ToolAttribution(
+            "fetch", 2, 1300, 5, 2200, Decimal("0.0044"), 0, Decimal("0.0044")
+        ),
     }
     # Without a price, the same tokens are reported as unpriced.
     unpriced = tool_attribution(ctx, InputPrices({"other": PriceOverride(1, 1)}))
@@ -309,3 +320,44 @@ def test_empty_history() -> None:
         History("c", None, None, (), ()), StoredCounts(), count=count_tokens, freshness_seconds=1
     )
     assert (ctx.bars, ctx.results, ctx.runs, ctx.model) == ((), (), 0, None)
+
+
+def test_attribution_never_exceeds_what_each_service_call_was_billed() -> None:
+    """Issue 23: the demo attributed $180 to one tool of a $200 total while the cost per day
+    summed to $10.80: counted context priced at list price, against usage that reported far
+    less. Where usage was reported, each call's results share its billed input cost."""
+    history, counts = hand_history()
+    ctx = conversation_context(history, counts, count=count_tokens, freshness_seconds=300)
+    prices = InputPrices({"gpt-4o": PriceOverride(Decimal(2), Decimal(8))})
+    # Every call reported 10 input tokens, billed $0.001 of input: far below what is counted.
+    billed = {
+        (b.message_row_id, b.round_index): BilledInput(Decimal("0.001"), 10) for b in ctx.bars
+    }
+    got = tool_attribution(ctx, prices, billed)
+    per_bar = [Decimal("0.001") * b.tool_results / b.total for b in ctx.bars]
+    assert sum(a.attributed_cost_usd for a in got.values()) == pytest.approx(sum(per_bar))
+    assert sum(a.attributed_cost_usd for a in got.values()) <= Decimal("0.001") * len(ctx.bars)
+    assert all(a.estimated_cost_usd == 0 for a in got.values())
+    # Without reported usage the list price applies, and all of it is an estimate.
+    listed = tool_attribution(ctx, prices)
+    assert all(a.estimated_cost_usd == a.attributed_cost_usd for a in listed.values())
+
+
+def test_the_billed_input_is_the_input_part_of_the_stored_cost() -> None:
+    history, _ = hand_history()
+    prices = InputPrices({"gpt-4o": PriceOverride(Decimal(2), Decimal(8))})
+    usage = {(m.row_id, s.round_index): s for m in history.messages for s in m.service_calls}
+    (row, rnd), reported = next(iter(usage.items()))
+    stored = Decimal("0.01")
+    got = billed_inputs(
+        history, [ServiceCallCost(row, rnd, "openai", stored, "override", "x")], prices
+    )
+    input_usd = reported.input_tokens * 2
+    output_usd = (reported.output_tokens or 0) * 8
+    assert got == {
+        (row, rnd): BilledInput(
+            stored * input_usd / (input_usd + output_usd), reported.input_tokens
+        )
+    }
+    # No stored cost (no price known): nothing billed, the list price estimates it.
+    assert billed_inputs(history, [ServiceCallCost(row, rnd, None, None, None, None)], prices) == {}

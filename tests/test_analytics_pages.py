@@ -410,9 +410,18 @@ def test_override_prices_the_attribution(app, dashboard, seeded: Seeded) -> None
             "output_per_mtok": "8",
         },
     )
+    # c2's final call reported no usage: its search result is priced at the list price, which
+    # the override changes at once (40 tokens x $4/M instead of $2/M), an estimate.
+    d = get_json(dashboard, "/costs.json", **MARCH)
+    tools = {r["tool"]: r for r in rows(d["charts"]["tool-cost"])}
+    assert Decimal(tools["search"]["estimated_cost_usd"]) == Decimal("0.00016")
+    # c1's calls were billed at $2/M: their results share what was billed, whatever the
+    # override says now (issue 23: never attribute more than was billed).
     d = get_json(dashboard, f"/conversations/{seeded.c1}/charts.json")
     tools = {r["tool"]: r for r in rows(d["charts"]["tool-cost"])}
-    assert Decimal(tools["fetch"]["attributed_cost_usd"]) == Decimal("0.0088")  # 2200 x $4/M
+    assert Decimal(tools["fetch"]["estimated_cost_usd"]) == 0
+    billed = sum(Decimal(r["cost_usd"]) for r in rows(d["charts"]["turn-cost"]))
+    assert Decimal(tools["fetch"]["attributed_cost_usd"]) < billed
 
 
 def test_today_is_the_default_period(dashboard, seeded: Seeded) -> None:

@@ -62,6 +62,7 @@ def test_hand_computed_conversation() -> None:
             resent_input_tokens=510,
             attributed_cost_usd=Decimal("0.0009"),
             unpriced_input_tokens=120,
+            estimated_cost_usd=Decimal("0.0009"),  # list prices only: all estimated
         ),
         "fetch": ToolAttribution(
             function_name="fetch",
@@ -71,6 +72,7 @@ def test_hand_computed_conversation() -> None:
             resent_input_tokens=1600,
             attributed_cost_usd=Decimal("0.0012"),
             unpriced_input_tokens=1000,
+            estimated_cost_usd=Decimal("0.0012"),
         ),
     }
     assert list(attribute(turns)) == ["search", "fetch"]  # order of first result
@@ -87,7 +89,7 @@ def test_trailing_results_are_never_sent_in_their_turn() -> None:
         [ServiceCall(USD2), ServiceCall(USD2)],
     ]
     assert attribute(turns)["lookup"] == ToolAttribution(
-        "lookup", 1, 500, 2, 1000, Decimal("0.002"), 0
+        "lookup", 1, 500, 2, 1000, Decimal("0.002"), 0, Decimal("0.002")
     )
 
 
@@ -140,8 +142,9 @@ def brute_force(turns: list[list[ServiceCall]]) -> dict[str, ToolAttribution]:
         for i, call in enumerate(turn):
             for r in call.results:
                 agg = out.setdefault(r.function_name, ToolAttribution(r.function_name))
-                agg.results += 1
-                agg.result_tokens += r.result_tokens
+                if call.counted:
+                    agg.results += 1
+                    agg.result_tokens += r.result_tokens
                 receivers = [(c, r.result_tokens) for c in turn[i + 1 :]]
                 for u in range(t + 1, len(turns)):
                     if r.later_turns is not None and u - t > r.later_turns:
@@ -149,13 +152,17 @@ def brute_force(turns: list[list[ServiceCall]]) -> dict[str, ToolAttribution]:
                     size = r.result_tokens if r.replayed_tokens is None else r.replayed_tokens
                     receivers += [(c, size) for c in turns[u]]
                 for c, size in receivers:
+                    if not c.counted:
+                        continue
                     agg.sends += 1
                     agg.resent_input_tokens += size
                     if c.input_usd_per_token is None:
                         agg.unpriced_input_tokens += size
                     else:
                         agg.attributed_cost_usd += size * c.input_usd_per_token
-    return out
+                        if not c.billed:
+                            agg.estimated_cost_usd += size * c.input_usd_per_token
+    return {name: a for name, a in out.items() if a.results or a.sends}
 
 
 results = st.builds(
@@ -171,6 +178,8 @@ calls = st.builds(
         st.none(), st.integers(0, 10_000).map(lambda n: Decimal(n) / 10**9)
     ),
     results=st.lists(results, max_size=3),
+    billed=st.booleans(),
+    counted=st.booleans(),
 )
 
 
@@ -178,3 +187,23 @@ calls = st.builds(
 @given(st.lists(st.lists(calls, max_size=5), max_size=6))
 def test_matches_brute_force(turns: list[list[ServiceCall]]) -> None:
     assert attribute(turns) == brute_force(turns)
+
+
+def test_billed_and_estimated_costs_are_kept_apart_and_calls_outside_the_period_add_nothing():
+    """Issue 23: what is a share of billed cost and what is a list-price estimate is said
+    apart, and a service call outside the period looked at adds no sends, tokens or cost."""
+    billed = Decimal("0.000001")  # a share of what the provider billed, per token
+    turns = [
+        [
+            ServiceCall(USD2, [ToolResult("lookup", 100, later_turns=None)], counted=False),
+            ServiceCall(billed, billed=True),  # in the period, usage reported
+            ServiceCall(USD2),  # in the period, no usage: list price
+        ],
+        [ServiceCall(billed, billed=True, counted=False)],
+    ]
+    got = attribute(turns)["lookup"]
+    # Produced outside the period: no result counted; sent to the two counted calls.
+    assert (got.results, got.sends, got.resent_input_tokens) == (0, 2, 200)
+    assert got.attributed_cost_usd == 100 * billed + 100 * USD2
+    assert got.estimated_cost_usd == 100 * USD2
+    assert got.billed_cost_usd == 100 * billed

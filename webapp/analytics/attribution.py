@@ -23,9 +23,12 @@ mode, budget), and those rules only ever drop a result for good, never bring it 
 turns the result weighs :attr:`ToolResult.replayed_tokens` (after truncation or compaction) when
 given, else ``result_tokens``. Leave out results that never got a response.
 
-Price: what one more input token cost on that call. The call's real ``input_usd / input_tokens``
-spreads its cache discount evenly (re-sent results are often in the cached prefix);
-:func:`webapp.pricing.input_price_per_token` gives the uncached list price instead.
+Price: what one input token cost on that call. Where the provider reported the call's usage
+and it was billed, the caller gives the billed input cost shared over the tokens of the call's
+context (``billed``), so the results of one call never cost more than its input did; elsewhere
+:func:`webapp.pricing.input_price_per_token` gives the uncached list price, and what that prices
+is an estimate (:attr:`ToolAttribution.estimated_cost_usd`). A call with ``counted`` false (outside
+the period being looked at) carries its results without adding sends, tokens or cost.
 
 Runs in O(service calls + results) using prefix sums, so a 10 000-call conversation is cheap.
 """
@@ -67,6 +70,10 @@ class ServiceCall:
     results: Sequence[ToolResult] = ()
     model: str | None = None
     """Priced by ``attribute(price_for_model=...)`` when ``input_usd_per_token`` is None."""
+    billed: bool = False
+    """The price is a share of the call's billed input cost, not a list price (an estimate)."""
+    counted: bool = True
+    """The call is in the period being attributed: what it is sent counts."""
 
 
 @dataclass(slots=True)
@@ -87,6 +94,14 @@ class ToolAttribution:
     """What those tokens cost, over the calls whose price is known."""
     unpriced_input_tokens: int = 0
     """Part of ``resent_input_tokens`` sent to calls without a known price."""
+    estimated_cost_usd: Decimal = field(default_factory=Decimal)
+    """Part of ``attributed_cost_usd`` priced at the list price, for calls whose usage was not
+    reported or not billed: an estimate. The rest is a share of billed cost."""
+
+    @property
+    def billed_cost_usd(self) -> Decimal:
+        """Part of ``attributed_cost_usd`` that is a share of what the provider billed."""
+        return self.attributed_cost_usd - self.estimated_cost_usd
 
 
 def _check_count(name: str, value: object) -> None:
@@ -123,28 +138,44 @@ def attribute(
             model_prices[call.model] = price_for_model(call.model)
         return model_prices[call.model]
 
-    # Per turn: prefix sums over its calls of the price and of "price unknown".
+    # Per turn: prefix sums over its counted calls of the price, of the estimated (list) price,
+    # of "price unknown" and of the calls themselves.
     call_price: list[list[Decimal]] = []
+    call_estimated: list[list[Decimal]] = []
     call_unpriced: list[list[int]] = []
-    turn_price: list[Decimal] = []  # sum of known prices over the turn's calls
-    turn_calls: list[int] = []
-    turn_unpriced: list[int] = []
+    call_counted: list[list[int]] = []
     for turn in turns:
-        prices = [price_of(call) for call in turn]
+        prices = [price_of(call) if call.counted else Decimal(0) for call in turn]
         known = [p if p is not None else Decimal(0) for p in prices]
+        estimated = [Decimal(0) if call.billed else p for call, p in zip(turn, known, strict=True)]
         missing = [1 if p is None else 0 for p in prices]
         call_price.append(_prefix_usd(known))
+        call_estimated.append(_prefix_usd(estimated))
         call_unpriced.append(_prefix(missing))
-        turn_price.append(sum(known, Decimal(0)))
-        turn_calls.append(len(turn))
-        turn_unpriced.append(sum(missing))
+        call_counted.append(_prefix([1 if call.counted else 0 for call in turn]))
     # ... and over turns, for "every call of turns t+1 .. t+k".
-    turns_price = _prefix_usd(turn_price)
-    turns_calls = _prefix(turn_calls)
-    turns_unpriced = _prefix(turn_unpriced)
+    turns_price = _prefix_usd([p[-1] for p in call_price])
+    turns_estimated = _prefix_usd([p[-1] for p in call_estimated])
+    turns_calls = _prefix([c[-1] for c in call_counted])
+    turns_unpriced = _prefix([u[-1] for u in call_unpriced])
     n_turns = len(turns)
 
     totals: dict[str, ToolAttribution] = {}
+
+    def add(
+        agg: ToolAttribution,
+        tokens: int,
+        sends: int,
+        unpriced: int,
+        price: Decimal,
+        estimated: Decimal,
+    ) -> None:
+        agg.sends += sends
+        agg.resent_input_tokens += sends * tokens
+        agg.unpriced_input_tokens += unpriced * tokens
+        agg.attributed_cost_usd += price * tokens
+        agg.estimated_cost_usd += estimated * tokens
+
     for t, turn in enumerate(turns):
         n_calls = len(turn)
         for i, call in enumerate(turn):
@@ -152,18 +183,19 @@ def attribute(
                 agg = totals.get(result.function_name)
                 if agg is None:
                     agg = totals[result.function_name] = ToolAttribution(result.function_name)
-                agg.results += 1
-                agg.result_tokens += result.result_tokens
+                if call.counted:
+                    agg.results += 1
+                    agg.result_tokens += result.result_tokens
 
                 # The rest of its own turn: calls i+1 .. n_calls-1.
-                sends = n_calls - 1 - i
-                unpriced = call_unpriced[t][n_calls] - call_unpriced[t][i + 1]
-                price = call_price[t][n_calls] - call_price[t][i + 1]
-                tokens = result.result_tokens
-                agg.sends += sends
-                agg.resent_input_tokens += sends * tokens
-                agg.unpriced_input_tokens += unpriced * tokens
-                agg.attributed_cost_usd += price * tokens
+                add(
+                    agg,
+                    result.result_tokens,
+                    call_counted[t][n_calls] - call_counted[t][i + 1],
+                    call_unpriced[t][n_calls] - call_unpriced[t][i + 1],
+                    call_price[t][n_calls] - call_price[t][i + 1],
+                    call_estimated[t][n_calls] - call_estimated[t][i + 1],
+                )
 
                 # Every call of turns t+1 .. last.
                 last = n_turns - 1 if result.later_turns is None else t + result.later_turns
@@ -175,11 +207,13 @@ def attribute(
                     if result.replayed_tokens is None
                     else result.replayed_tokens
                 )
-                sends = turns_calls[last + 1] - turns_calls[t + 1]
-                unpriced = turns_unpriced[last + 1] - turns_unpriced[t + 1]
-                price = turns_price[last + 1] - turns_price[t + 1]
-                agg.sends += sends
-                agg.resent_input_tokens += sends * replayed
-                agg.unpriced_input_tokens += unpriced * replayed
-                agg.attributed_cost_usd += price * replayed
-    return totals
+                add(
+                    agg,
+                    replayed,
+                    turns_calls[last + 1] - turns_calls[t + 1],
+                    turns_unpriced[last + 1] - turns_unpriced[t + 1],
+                    turns_price[last + 1] - turns_price[t + 1],
+                    turns_estimated[last + 1] - turns_estimated[t + 1],
+                )
+    # A tool whose results were all produced and sent outside the period is not listed.
+    return {name: a for name, a in totals.items() if a.results or a.sends}

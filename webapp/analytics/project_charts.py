@@ -110,6 +110,8 @@ def tool_cost_chart(attributions: Sequence[ToolAttribution], notes: tuple[str, .
         (
             Column("tool", "Tool", "text"),
             Column("attributed_cost_usd", "Attributed cost", "usd"),
+            Column("billed_cost_usd", "Share of billed cost", "usd"),
+            Column("estimated_cost_usd", "Estimated at list price", "usd"),
             Column("resent_input_tokens", "Input tokens caused"),
             Column("sends", "Times sent"),
             Column("results", "Results"),
@@ -120,6 +122,8 @@ def tool_cost_chart(attributions: Sequence[ToolAttribution], notes: tuple[str, .
             (
                 a.function_name,
                 a.attributed_cost_usd,
+                a.billed_cost_usd,
+                a.estimated_cost_usd,
                 a.resent_input_tokens,
                 a.sends,
                 a.results,
@@ -139,8 +143,10 @@ def tool_cost_chart(attributions: Sequence[ToolAttribution], notes: tuple[str, .
         "tool-cost",
         "Which tools make the agent expensive",
         "Input cost caused by each tool's results: every later service call of the run re-sends "
-        "them, and so does every later run while the replay keeps them. Priced at the model's "
-        "input list price.",
+        "them, and so does every later run while the replay keeps them. Where the provider "
+        "reported a service call's usage, its results take their share of what its input was "
+        "billed (never more); elsewhere they are priced at the model's input list price, an "
+        "estimate shown apart.",
         table,
         figures.figure_json(figure),
         notes,

@@ -2,23 +2,50 @@
 
 Pure module. :func:`webapp.analytics.context.conversation_context` says, per tool result, which
 service call asked for it and for how many later runs replay keeps it;
-:func:`webapp.analytics.attribution.attribute` turns that into input tokens and cost per tool. Each
-service call is priced at the uncached list price of one input token of its model on its day
-(:class:`InputPrices`, project overrides first), because stored costs are totals and do not
-say what one more input token cost.
+:func:`webapp.analytics.attribution.attribute` turns that into input tokens and cost per tool.
+
+Billed where it can be, estimated where it must be. A service call whose usage the provider
+reported and whose cost was stored shares the input part of that billed cost
+(:func:`billed_inputs`) over the tokens of its context: each token costs
+``input cost / max(reported input, counted context)``, so the results of one call never cost
+more than its input was billed, and never more than their share of the context. A call without
+reported usage or a stored cost is priced at the uncached list price of one input token of its
+model on its day (:class:`InputPrices`, project overrides first): an estimate, kept apart in
+:attr:`~webapp.analytics.attribution.ToolAttribution.estimated_cost_usd`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_DOWN, Decimal
 
-from ..pricing import PriceOverride, input_price_per_token
+from ..pricing import PriceOverride, cost_for, input_price_per_token
+from ..replay.history import History
 from .attribution import ServiceCall, ToolAttribution, ToolResult, attribute
 from .context import ContextBar, ConversationContext
+from .records import ServiceCallCost
 
-__all__ = ["InputPrices", "attribution_turns", "merge_attributions", "tool_attribution"]
+__all__ = [
+    "BilledInput",
+    "InputPrices",
+    "attribution_turns",
+    "billed_inputs",
+    "merge_attributions",
+    "tool_attribution",
+]
+
+# (assistant message row id, round index): one service call.
+CallKey = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BilledInput:
+    """What a service call's input was billed, and how many input tokens the provider reported."""
+
+    input_usd: Decimal
+    input_tokens: int
 
 
 class InputPrices:
@@ -46,10 +73,64 @@ class InputPrices:
             self.memo[key] = input_price_per_token(model, provider, at, self.overrides)
         return self.memo[key]
 
+    def input_share(
+        self,
+        model: str | None,
+        provider: str | None,
+        at: datetime | None,
+        tokens: tuple[int, int, int],
+    ) -> Decimal:
+        """Which part of a call's total cost its input was, at today's prices for that day
+        (stored costs are totals): 1 when that cannot be told, which only overstates the bound.
+        ``tokens``: reported (input, output, cached)."""
+        input_tokens, output_tokens, cached_tokens = tokens
+        if not model:
+            return Decimal(1)
+        try:
+            cost = cost_for(
+                model, provider, input_tokens, output_tokens, min(cached_tokens, input_tokens),
+                at=at, overrides=self.overrides,
+            )  # fmt: skip
+        except ValueError:
+            return Decimal(1)
+        if cost is None or cost.total_usd <= 0:
+            return Decimal(1)
+        return min(Decimal(1), cost.input_usd / cost.total_usd)
 
-def attribution_turns(ctx: ConversationContext, prices: InputPrices) -> list[list[ServiceCall]]:
+
+def billed_inputs(
+    history: History, costs: Iterable[ServiceCallCost], prices: InputPrices
+) -> dict[CallKey, BilledInput]:
+    """Per service call with reported input tokens and a stored cost: the input part of that
+    billed cost."""
+    usage = {(m.row_id, s.round_index): s for m in history.messages for s in m.service_calls}
+    billed: dict[CallKey, BilledInput] = {}
+    for cost in costs:
+        key = (cost.message_row_id, cost.round_index)
+        reported = usage.get(key)
+        if cost.cost_usd is None or reported is None or not reported.input_tokens:
+            continue
+        share = prices.input_share(
+            reported.model,
+            cost.provider,
+            reported.created_at,
+            (reported.input_tokens, reported.output_tokens or 0, reported.cached_tokens or 0),
+        )
+        billed[key] = BilledInput(cost.cost_usd * share, reported.input_tokens)
+    return billed
+
+
+def attribution_turns(
+    ctx: ConversationContext,
+    prices: InputPrices,
+    billed: Mapping[CallKey, BilledInput] | None = None,
+    period: tuple[datetime, datetime] | None = None,
+) -> list[list[ServiceCall]]:
     """The conversation as :func:`.attribution.attribute` takes it: runs of service calls, each
-    with its price and the results it asked for."""
+    with its price (a share of its billed input where ``billed`` has it, else the list price)
+    and the results it asked for. With a ``period`` (start, end), calls outside it carry
+    results but add nothing."""
+    billed = billed or {}
     bars_by_run: list[list[ContextBar]] = [[] for _ in range(ctx.runs)]
     for bar in ctx.bars:
         bars_by_run[bar.run].append(bar)
@@ -63,26 +144,53 @@ def attribution_turns(ctx: ConversationContext, prices: InputPrices) -> list[lis
                 replayed_tokens=r.replayed_tokens,
             )
         )
+
+    def service_call(run: int, position: int, bar: ContextBar) -> ServiceCall:
+        counted = period is None or (
+            bar.created_at is not None and period[0] <= bar.created_at < period[1]
+        )
+        paid = billed.get((bar.message_row_id, bar.round_index))
+        if paid is not None:
+            price = paid.input_usd / max(paid.input_tokens, bar.total)
+        else:
+            price = prices.for_bar(bar)
+        return ServiceCall(
+            input_usd_per_token=price,
+            results=results.get((run, position), ()),
+            model=bar.model,
+            billed=paid is not None,
+            counted=counted,
+        )
+
     return [
-        [
-            ServiceCall(
-                input_usd_per_token=prices.for_bar(bar),
-                results=results.get((run, position), ()),
-                model=bar.model,
-            )
-            for position, bar in enumerate(bars)
-        ]
+        [service_call(run, position, bar) for position, bar in enumerate(bars)]
         for run, bars in enumerate(bars_by_run)
     ]
 
 
-def tool_attribution(ctx: ConversationContext, prices: InputPrices) -> dict[str, ToolAttribution]:
+def tool_attribution(
+    ctx: ConversationContext,
+    prices: InputPrices,
+    billed: Mapping[CallKey, BilledInput] | None = None,
+    period: tuple[datetime, datetime] | None = None,
+) -> dict[str, ToolAttribution]:
     """Per function name: results, tokens, re-sends and the input cost they caused."""
-    return attribute(attribution_turns(ctx, prices))
+    return attribute(attribution_turns(ctx, prices, billed, period))
+
+
+# Stored costs have nine decimals; shares of them are rounded down to as many.
+_NANO_USD = Decimal("0.000000001")
+
+
+def _nano(usd: Decimal) -> Decimal:
+    """``usd`` rounded down to nine decimals, without trailing zeros (and never as 1E+1)."""
+    rounded = usd.quantize(_NANO_USD, ROUND_DOWN).normalize()
+    return rounded.quantize(Decimal(1)) if rounded.as_tuple().exponent > 0 else rounded  # type: ignore[operator]
 
 
 def merge_attributions(parts: Iterable[Mapping[str, ToolAttribution]]) -> list[ToolAttribution]:
-    """Sum per-conversation attributions per tool, most expensive first (then most tokens)."""
+    """Sum per-conversation attributions per tool, most expensive first (then most tokens);
+    costs rounded down to nine decimals, as stored costs are."""
     totals: dict[str, ToolAttribution] = {}
     for part in parts:
         for name, a in part.items():
@@ -93,6 +201,10 @@ def merge_attributions(parts: Iterable[Mapping[str, ToolAttribution]]) -> list[T
             t.resent_input_tokens += a.resent_input_tokens
             t.attributed_cost_usd += a.attributed_cost_usd
             t.unpriced_input_tokens += a.unpriced_input_tokens
+            t.estimated_cost_usd += a.estimated_cost_usd
+    for t in totals.values():
+        t.attributed_cost_usd = _nano(t.attributed_cost_usd)
+        t.estimated_cost_usd = _nano(t.estimated_cost_usd)
     return sorted(
         totals.values(),
         key=lambda a: (-a.attributed_cost_usd, -a.resent_input_tokens, a.function_name),

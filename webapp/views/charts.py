@@ -21,7 +21,12 @@ from ..analytics.context import ConversationContext, conversation_context
 from ..analytics.filters import ChartFilters, FilterError, parse_filters
 from ..analytics.records import LoadedConversation
 from ..analytics.tables import Chart
-from ..analytics.tool_costs import InputPrices, merge_attributions, tool_attribution
+from ..analytics.tool_costs import (
+    InputPrices,
+    billed_inputs,
+    merge_attributions,
+    tool_attribution,
+)
 from ..analytics.windows import context_window
 from ..db import utcnow
 from ..errors import error_response
@@ -118,8 +123,14 @@ def project_attribution(
     ids, total = queries.active_conversation_ids(project_id, f, ATTRIBUTION_MAX_CONVERSATIONS)
     loaded = queries.load_conversations(project_id, ids)
     prices = _prices(overrides, loaded)
+    # Only the service calls in the period count, as on the cost per day.
     parts = [
-        tool_attribution(_context(conv, conv.freshness_seconds, "per-run"), prices)
+        tool_attribution(
+            _context(conv, conv.freshness_seconds, "per-run"),
+            prices,
+            billed_inputs(conv.history, conv.costs, prices),
+            (f.start, f.end),
+        )
         for conv in loaded
     ]
     merged = merge_attributions(parts)
@@ -212,6 +223,8 @@ def conversation_charts_for(
         elif name == "turn-cost":
             charts[name] = conversation_charts.turn_cost_chart(ctx, conv.costs)
         elif name == "tool-cost":
-            attribution = tool_attribution(ctx, _prices(overrides, [conv]))
+            prices = _prices(overrides, [conv])
+            billed = billed_inputs(conv.history, conv.costs, prices)
+            attribution = tool_attribution(ctx, prices, billed)
             charts[name] = project_charts.tool_cost_chart(merge_attributions([attribution]))
     return ConversationCharts(conv, freshness, charts)
