@@ -146,3 +146,19 @@ def test_settings_json_twin(app, dashboard, project_key):
     assert body["project"]["slug"] == "default"
     assert body["keys"][0]["prefix"].startswith("ts_") and "key_hash" not in body["keys"][0]
     assert body["redaction_rules"] == [] and body["channels"] == []
+
+
+def test_the_rules_section_says_which_places_each_kind_of_rule_reaches(dashboard, project_key):
+    (section,) = page(dashboard.get("/settings")).select("#rules")
+    said = " ".join(section.text.split())
+    for place in (
+        "tool_arguments",
+        "message text",
+        "span names",
+        "http.request.header.authorization",
+        "user:password@",
+        "exception events",
+        "resource attributes",
+        "Not redacted: ids",
+    ):
+        assert place in said, place

@@ -150,3 +150,121 @@ def test_other_log_records_are_counted_and_dropped():
     logs = [make_log(1, 1, "", 5, "plain log line"), make_log(1, 1, "app.event", 5, None)]
     batch = prepare_logs(Decoded(logs=logs), compile_rules(()))
     assert (batch.logs, batch.dropped_logs) == ([], 2)
+
+
+def _legacy_tool_span(span_id: int, name: str, arguments: str, response: str):
+    """pydantic-ai's instrumentation version 2: `tool_arguments` and `tool_response`."""
+    return make_span(
+        7,
+        span_id,
+        "running tool",
+        10,
+        20,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": f"call-{span_id}",
+            "tool_arguments": arguments,
+            "tool_response": response,
+        },
+    )
+
+
+def test_rules_of_a_tool_reach_pydantic_ais_legacy_tool_attributes():
+    rules = compile_rules(
+        (
+            Rule("crm-mails", "mask", ("email",), function_name="send_*"),
+            Rule("no-debug", "skip", function_name="debug_*"),
+        )
+    )
+    spans = [
+        _legacy_tool_span(1, "send_mail", json.dumps({"to": SECRET}), f"sent to {SECRET}"),
+        _legacy_tool_span(2, "debug_dump", json.dumps({"env": SECRET}), SECRET),
+    ]
+    batch = prepare_spans(Decoded(spans=spans), rules)
+    assert SECRET not in _rows_text(batch)
+    sent, debug = (row.record["tool"] for row in batch.spans)
+    assert sent["arguments"] == {"to": "[REDACTED:email]"}
+    assert sent["result"] == "sent to [REDACTED:email]"
+    assert sent["redactions"] == ["crm-mails"]
+    assert debug["skipped"] == "no-debug" and debug["arguments"] is None
+    assert all("tool_arguments" not in row.attributes for row in batch.spans)
+
+
+def test_mask_rules_reach_text_names_attributes_events_links_and_resources():
+    key = "sk-proj-Zx9Qw8Er7Ty6Ui5Op4As3Df2"
+    rules = compile_rules(
+        (
+            Rule("keys", "mask", ("api_key",)),
+            Rule("lookup-mails", "mask", ("email",), function_name="lookup"),
+        )
+    )
+    exception = {
+        "name": "exception",
+        "time_ns": 15,
+        "attributes": {"exception.message": f"bad key {key} for {SECRET}"},
+    }
+    llm = make_span(
+        1,
+        1,
+        f"chat {key}",
+        10,
+        20,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps(
+                [text("system", f"use {key}"), text("user", f"my key is {key}")]
+            ),
+            "gen_ai.output.messages": json.dumps([text("assistant", f"got {key}")]),
+            "http.request.header.authorization": [f"Bearer {key}"],
+        },
+        status=2,
+        events=[exception],
+    )
+    llm.status_message = f"refused {key}"
+    llm.links = [{"trace_id": "ab" * 16, "span_id": "cd" * 8, "attributes": {"why": key}}]
+    llm.resource.attributes["process.command_line"] = f"agent --key {key}"
+    tool = make_span(
+        1,
+        2,
+        "execute_tool lookup",
+        21,
+        22,
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"},
+        status=2,
+        events=[exception],
+    )
+    batch = prepare_spans(Decoded(spans=[llm, tool]), rules)
+    assert key not in _rows_text(batch)
+    row, tool_row = batch.spans
+    record = row.record
+    assert record["input"][1]["parts"][0]["content"] == "my key is [REDACTED:api_key]"
+    assert record["output"][0]["parts"][0]["content"] == "got [REDACTED:api_key]"
+    assert record["name"] == row.name == "chat [REDACTED:api_key]"
+    assert row.status_message == "refused [REDACTED:api_key]"
+    assert row.attributes["http.request.header.authorization"] == ["Bearer [REDACTED:api_key]"]
+    assert row.events[0]["attributes"]["exception.message"] == (
+        f"bad key [REDACTED:api_key] for {SECRET}"  # the email rule names a tool
+    )
+    assert row.links[0]["attributes"] == {"why": "[REDACTED:api_key]"}
+    assert row.links[0]["trace_id"] == "ab" * 16
+    assert row.resource["process.command_line"] == "agent --key [REDACTED:api_key]"
+    # the tool's span: its tool's rules too
+    assert tool_row.events[0]["attributes"]["exception.message"] == (
+        "bad key [REDACTED:api_key] for [REDACTED:email]"
+    )
+
+
+def test_mask_rules_reach_log_bodies_and_attributes():
+    key = "sk-proj-Zx9Qw8Er7Ty6Ui5Op4As3Df2"
+    rules = compile_rules((Rule("keys", "mask", ("api_key",)),))
+    logs = [
+        make_log(1, 1, "gen_ai.user.message", 5, f"my key is {key}", {"note": key}),
+        make_log(1, 1, "gen_ai.choice", 6, {"index": 0, "message": {"content": key}}),
+    ]
+    batch = prepare_logs(Decoded(logs=logs), rules)
+    assert key not in _rows_text(batch)
+    user, choice = batch.logs
+    assert user.record["message"]["parts"][0]["content"] == "my key is [REDACTED:api_key]"
+    assert user.attributes == {"note": "[REDACTED:api_key]"}
+    assert choice.record["message"]["parts"][0]["content"] == "[REDACTED:api_key]"

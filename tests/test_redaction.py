@@ -426,3 +426,42 @@ def test_secret_values_are_found_where_one_match_at_a_time_finds_them(text):
 def test_digits_of_other_scripts_are_no_card_and_no_error(digits):
     text = f"card 4{digits * 15} and 4111 1111 1111 1111"
     assert mask_text(text, ALL) == f"card 4{digits * 15} and [REDACTED:card]"
+
+
+# --- Content that is no tool call's ------------------------------------------------------------
+
+
+def test_a_urls_password_is_masked_and_its_user_and_host_kept():
+    masked = {
+        "postgres://app:hunter2-db@db.internal:5432/app": (
+            "postgres://app:[REDACTED:api_key]@db.internal:5432/app"
+        ),
+        "see https://bob:pw@example.com/x": "see https://bob:[REDACTED:api_key]@example.com/x",
+        "https://:only-a-password@h/": "https://:[REDACTED:api_key]@h/",
+        # no password: left alone
+        "https://example.com:8443/a@b": "https://example.com:8443/a@b",
+        "https://user@example.com/": "https://user@example.com/",
+        "ssh://git@host:repo": "ssh://git@host:repo",
+    }
+    assert {text: mask_text(text, (DETECTORS["api_key"],)) for text in masked} == masked
+
+
+def test_content_gets_the_mask_rules_that_name_no_tool_only():
+    compiled = rules(
+        Rule("keys", "mask", ("api_key",)),
+        Rule("crm-mails", "mask", ("email",), function_name="crm_*"),
+        Rule("ssn", "redact_paths", ("ssn",)),
+        Rule("no-debug", "skip"),
+    )
+    key = "sk-proj-Zx9Qw8Er7Ty6Ui5Op4As3Df2"
+    value = {"ssn": "1", "note": f"key {key}, mail a@b.io", "list": [f"Bearer {key}", 3]}
+    masked, names = compiled.content_policy.mask(value)
+    assert masked == {
+        "ssn": "1",
+        "note": "key [REDACTED:api_key], mail a@b.io",
+        "list": ["Bearer [REDACTED:api_key]", 3],
+    }
+    assert names == ["keys"]
+    assert value["note"] == f"key {key}, mail a@b.io"  # the value itself is not changed
+    assert compiled.content_policy.mask("nothing here") == ("nothing here", [])
+    assert NO_RULES.content_policy.mask(key) == (key, [])

@@ -14,6 +14,10 @@ response. Three kinds of rule:
 
 A rule applies to the tools whose name matches its `function_name` glob (`None` = every tool).
 The names of the rules that changed a call are returned so the stored call can list them.
+
+Content that is no tool call's (message text, system prompts, titles, OTLP span names and
+attributes) gets `CompiledRules.content_policy`: the `mask` rules that name no tool, applied by
+`ToolPolicy.mask` to any string or JSON value.
 """
 
 from __future__ import annotations
@@ -149,6 +153,10 @@ _ASSIGNED_SECRET = re.compile(
     rf"({_SECRET_NAME}\"?'?\s*+[:=]\s*+\"?'?)"
     rf"((?={_VALUE_CHAR}*?[0-9])(?={_VALUE_CHAR}*?[a-z]))?({_VALUE_CHAR}{{12,}}+)"
 )
+# A password in a URL's user information (`https://user:password@host`): only the password is
+# masked. A match starts at `://` and its possessive runs stop at `/`, so no character is
+# scanned by two attempts (every `://` holds a `/` that ends the run before it).
+_URL_PASSWORD = re.compile(r"(://[^\s/?#@:]*+:)[^\s/?#@]++(?=@)")
 # JSON keys whose values are secrets whatever they look like: any key holding such a name.
 _ALWAYS_SECRET_KEY = re.compile("|".join(_ALWAYS_SECRET_NAMES))
 # JSON keys whose string values are secrets when they look random.
@@ -211,6 +219,8 @@ def _sub_bearer(text: str) -> str:
 
 def _sub_api_key(text: str) -> str:
     text = _KNOWN_KEYS.sub(_mask("api_key"), text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(rf"\1{_mask('api_key')}", text)
     # text, name and joint, random-looking mark, value, text, ...: all matches at once, as they
     # can come by the hundred thousand
     pieces = _ASSIGNED_SECRET.split(_lower(text))
@@ -281,7 +291,9 @@ _SECRET_NAME_QUICK = re.compile(_SECRET_NAME)
 
 
 def _may_hold_api_key(text: str) -> bool:
-    return bool(_KNOWN_KEY_QUICK.search(text) or _SECRET_NAME_QUICK.search(_lower(text)))
+    return bool(
+        _KNOWN_KEY_QUICK.search(text) or "://" in text or _SECRET_NAME_QUICK.search(_lower(text))
+    )
 
 
 DETECTORS: dict[str, Detector] = {
@@ -354,6 +366,22 @@ class ToolPolicy:
         with gc_paused():
             return self._apply(arguments, response)
 
+    def mask(self, value: Any) -> tuple[Any, list[str]]:
+        """`value` (a string, or any JSON value) with the mask rules applied to every key and
+        string in it, as to a call's arguments (a string holding a JSON document is masked as
+        one); and the names of the rules that changed it. Path and skip rules do not apply:
+        this is for content that is no call's (message text, span attributes). `value` itself
+        is not changed."""
+        names: list[str] = []
+        if not self.masks:
+            return value, names
+        with gc_paused():
+            for rule_name, detectors in self.masks:
+                value, hit = _mask_arguments(value, detectors)
+                if hit:
+                    names.append(rule_name)
+        return value, names
+
     def _apply(self, arguments: dict[str, Any] | None, response: str | None) -> Redacted:
         names: list[str] = []
         for rule_name, paths in self.paths:
@@ -385,6 +413,15 @@ class CompiledRules:
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
         self._policies: dict[str, ToolPolicy] = {}
+        # Content that is no tool call's (message text, system prompts, titles, span names and
+        # attributes): the mask rules that name no tool reach it; path and skip rules do not.
+        self.content_policy = ToolPolicy(
+            masks=tuple(
+                (r.name, tuple(DETECTORS[v] for v in r.value if v in DETECTORS))
+                for r in self.rules
+                if r.kind == "mask" and r.function_name is None
+            )
+        )
 
     def policy_for(self, tool_name: str) -> ToolPolicy:
         policy = self._policies.get(tool_name)

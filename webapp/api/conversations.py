@@ -158,7 +158,8 @@ def _store_import(
     if imported.tools:
         ingest.replace_tool_definitions(conversation_id, imported.tools)
     if imported.system_prompt is not None:
-        values = {"system_prompt": ingest.clean_text(imported.system_prompt)}
+        system_prompt = ingest.clean_text(imported.system_prompt)
+        values = {"system_prompt": ctx.rules.content_policy.mask(system_prompt)[0]}
         ingest.update_conversation(conversation_id, values, ctx.now)
     return jsonify(_conversation_detail(ctx.project_id, cid)), 201
 
@@ -185,6 +186,8 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
         values["metadata"] = body.metadata
     if body.system_prompt is not None:
         values["system_prompt"] = ingest.clean_text(body.system_prompt)
+    # The mask rules that name no tool reach the conversation's texts too.
+    values, _ = ctx.rules.content_policy.mask(values)
     tools = [t.model_dump() for t in body.tools] if body.tools is not None else None
     return Write(_store_conversation, (ctx, cid, body, values, tools))
 

@@ -97,7 +97,27 @@ def prepare_messages(ctx: WriteContext, drafts: Sequence[MessageDraft]) -> list[
             max_result_bytes=ctx.max_result_bytes,
         )
         prepared.append(PreparedMessage(draft, calls))
+    _mask_texts(ctx.rules, drafts)
     return prepared
+
+
+def _mask_texts(rules: CompiledRules, drafts: Sequence[MessageDraft]) -> None:
+    """The mask rules that name no tool, on what the messages say besides their calls: their
+    content and their rounds' text and reasoning (one pass of each rule over all of it)."""
+    if not rules.content_policy.masks:
+        return
+    places: list[tuple[Any, str]] = [(d, "content") for d in drafts if d.content]
+    places += [
+        (u, name)
+        for d in drafts
+        for u in d.usage
+        for name in ("content", "reasoning")
+        if getattr(u, name)
+    ]
+    masked, names = rules.content_policy.mask([getattr(o, name) for o, name in places])
+    if names:
+        for (target, name), value in zip(places, masked, strict=True):
+            setattr(target, name, value)
 
 
 def store_messages(

@@ -20,7 +20,7 @@ from . import json_reader, protobuf_reader
 from .messages import DEFAULT_PARSE_LIMIT
 from .normalize import is_genai_log, normalize_log, normalize_span, raw_attributes
 from .records import Decoded, LogRecord, Span
-from .redact import masker, redact_records
+from .redact import masker, redact_log_rows, redact_records, redact_span_rows
 
 ENCODINGS = ("protobuf", "json")
 
@@ -155,6 +155,7 @@ def prepare_spans(
             )
         )
     redact_records(records, rules)
+    redact_span_rows(out.spans, rules)
     _warn_oversized(out, records, limit)
     return out
 
@@ -239,5 +240,6 @@ def prepare_logs(decoded: Decoded, rules: CompiledRules, limit: int = DEFAULT_PA
             )
         )
     redact_records(records, rules)
+    redact_log_rows(out.logs, rules)
     _warn_oversized(out, records, limit)
     return out

@@ -56,6 +56,9 @@ CONTENT_KEYS = frozenset(
         "traceloop.entity.input",
         "traceloop.entity.output",
         "tool.parameters",
+        # pydantic-ai's instrumentation version 2: a tool span's arguments and result
+        "tool_arguments",
+        "tool_response",
     }
 )
 CONTENT_PREFIXES = (
@@ -363,6 +366,8 @@ def _tool(span: Span, limit: int) -> dict[str, Any]:
         name = span.name.removeprefix("execute_tool ").strip() or span.name
     call_id = _first(attrs, "gen_ai.tool.call.id", "tool.id", "tool_call.id")
     arguments: Any = attrs.get("gen_ai.tool.call.arguments")
+    if arguments is None:
+        arguments = attrs.get("tool_arguments")
     if arguments is None and attrs.get("openinference.span.kind") == "TOOL":
         arguments = attrs.get("input.value")
     if arguments is None:
@@ -370,7 +375,13 @@ def _tool(span: Span, limit: int) -> dict[str, Any]:
         entity = m.load_json(entity, limit) if isinstance(entity, str) else entity
         if isinstance(entity, Mapping):
             arguments = entity.get("kwargs", entity.get("inputs"))
-    result = _first(attrs, "gen_ai.tool.call.result", "output.value", "traceloop.entity.output")
+    result = _first(
+        attrs,
+        "gen_ai.tool.call.result",
+        "tool_response",
+        "output.value",
+        "traceloop.entity.output",
+    )
     error = span.status_code == STATUS_ERROR or attrs.get("error.type") is not None
     error_text = span.status_message or None
     if error and error_text is None:
