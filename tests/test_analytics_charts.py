@@ -314,3 +314,33 @@ def test_context_windows_come_from_the_price_data_then_the_fallback_table() -> N
     assert fallback == ContextWindow(131_072, "Meta Llama 3.x model cards")
     assert context_window("my-own-llm") is None
     assert context_window(None) is None
+
+
+def test_the_context_caption_calls_the_gap_framing_only_when_it_is() -> None:
+    """Issue 23: the demo's reported input was 3-6 times the counted context under a caption
+    that called the gap "a few tokens of framing"; the caption now says what the data shows."""
+    import dataclasses
+
+    _history, ctx = hand_context()
+    chart = conversation_charts.context_chart(ctx, None, None)
+    assert "a few tokens of framing per message" in chart.notes[0]  # 120 vs 30 ... 1710 vs 1518
+    far = dataclasses.replace(
+        ctx,
+        bars=tuple(
+            dataclasses.replace(b, reported_input_tokens=b.total * (3 if b.position % 2 else 6))
+            for b in ctx.bars
+        ),
+    )
+    note = conversation_charts.context_chart(far, None, None).notes[0]
+    assert "framing per message" not in note
+    # The two smallest (30 and 47 tokens) are within the 200 tokens framing may add.
+    assert "On 4 of 6 service calls the reported input is 3-6 times the counted context" in note
+    assert conversation_charts.framing_explains(1_000 + 4 * 20, 1_000)
+    assert not conversation_charts.framing_explains(3_000, 1_000)
+    unreported = dataclasses.replace(
+        ctx, bars=tuple(dataclasses.replace(b, reported_input_tokens=None) for b in ctx.bars)
+    )
+    assert (
+        "no service call reported"
+        in conversation_charts.context_chart(unreported, None, None).notes[0]
+    )

@@ -10,7 +10,7 @@ from itertools import accumulate
 
 from ..replay.history import History
 from . import figures
-from .context import PARTS, ConversationContext
+from .context import PARTS, ContextBar, ConversationContext
 from .records import ServiceCallCost
 from .tables import Chart, Column, Table
 from .windows import ContextWindow
@@ -24,6 +24,44 @@ __all__ = [
 
 # Chart names as they appear in URLs, in page order ("tool-cost" is shared with the project).
 CONVERSATION_CHARTS = ("context", "result-tokens", "turn-cost", "tool-cost")
+
+
+# Reported input within this of the counted context is what the providers' framing explains:
+# a few tokens per message (4 in the replay's estimates), and a little for a tokenizer that is
+# not the model's own.
+FRAMING_LOW, FRAMING_HIGH, FRAMING_TOKENS = 0.95, 1.25, 200
+
+
+def framing_explains(reported: int, counted: int) -> bool:
+    """Whether ``reported`` input tokens are ``counted`` content tokens plus framing."""
+    return counted * FRAMING_LOW <= reported <= counted * FRAMING_HIGH + FRAMING_TOKENS
+
+
+def _gap_note(bars: Sequence[ContextBar]) -> str:
+    """What the gap between counted context and reported input is, from the data: framing, or
+    (issue 23: reported input 3-6 times the counted context under a caption that called it "a
+    few tokens of framing") a context the replay does not account for."""
+    first = "Content tokens only (stored counts, else the tokenizer)"
+    pairs = [
+        (b.reported_input_tokens, b.total)
+        for b in bars
+        if b.reported_input_tokens is not None and b.total > 0
+    ]
+    off = [(r, t) for r, t in pairs if not framing_explains(r, t)]
+    if not pairs:
+        return f"{first}; no service call reported its input to compare with."
+    if not off:
+        return (
+            f"{first}; providers add a few tokens of framing per message, which shows as the "
+            "gap to the reported input."
+        )
+    ratios = [r / t for r, t in off]
+    return (
+        f"{first}. On {len(off):,} of {len(pairs):,} service calls the reported input is "
+        f"{min(ratios):.2g}-{max(ratios):.2g} times the counted context, more than framing "
+        "explains: the agent sent a context the replay does not account for (history it keeps "
+        "itself, or a prompt it does not report), or reported usage that does not match."
+    )
 
 
 def context_chart(
@@ -56,8 +94,7 @@ def context_chart(
         ),
     )
     notes = [
-        "Content tokens only (stored counts, else the tokenizer); providers add a few tokens of "
-        "framing per message, which shows as the gap to the reported input.",
+        _gap_note(bars),
         "Earlier runs contribute what the replay keeps at the start of each run (persistence "
         "mode, freshness window, trimming, compaction); the budget is drawn, not applied.",
     ]
