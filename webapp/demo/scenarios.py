@@ -625,7 +625,14 @@ def sdk_placeholder(cid: str, now: datetime) -> Scenario:
             "model": "gpt-4o",
             "content": "12 public holidays in 2025 [source1]; Zurich is snowy at 3 °C.",
             "created_at": iso(at + timedelta(seconds=1)),
-            "usage": [{"round_index": 0, **usage("gpt-4o", "openai", 820, 44)}],
+            # Answered when the message was stored: without a time the server stamps its own,
+            # and the cost lands on the day of the load instead of this conversation's day.
+            "usage": [
+                {
+                    "round_index": 0,
+                    **usage("gpt-4o", "openai", 820, 44, at=at + timedelta(seconds=1)),
+                }
+            ],
         },
     ]
     return Scenario(
