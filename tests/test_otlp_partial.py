@@ -190,7 +190,7 @@ def test_deep_nesting_in_protobuf_is_cut_at_32_levels_as_in_json(app, client, pr
     deep.events = [{"name": "e", "time_ns": T0, "attributes": {"deep": _nested(kind, 120)}}]
     good = make_span(206, 2, "good", T0, T0 + 1, {"x": "y"})
     body = traces_protobuf([deep, good])
-    with pytest.raises(Exception, match="MaxDepth|recursion|parsing"):
+    with pytest.raises(Exception, match=r"MaxDepth|recursion|parsing"):
         ExportTraceServiceRequest().ParseFromString(body)  # what the runtime alone does
     from_pb = protobuf_reader.decode_traces(body).spans
     from_json = json_reader.decode_traces(traces_json([deep, good])).spans

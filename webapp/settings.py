@@ -119,6 +119,21 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "OTLP_MAX_ATTRIBUTE_BYTES",
+        64 * 1024,
+        "Longest string stored from an OTLP span or log record (an attribute's key or value, at "
+        "any depth; a span, event or scope name; a status message), in UTF-8 bytes: longer ones "
+        "are stored cut and marked `toolscope.truncated`.",
+        int,
+    ),
+    Setting(
+        "OTLP_MAX_RAW_SPAN_BYTES",
+        1024 * 1024,
+        "Largest raw part of one stored OTLP span or log record (attributes, events, links, "
+        "resource, as JSON): what does not fit is left out and marked `toolscope.truncated`.",
+        int,
+    ),
+    Setting(
         "OTLP_STITCH_WINDOW_SECONDS",
         86_400,
         "How far apart two LLM calls of one service may start and still be joined into one turn "

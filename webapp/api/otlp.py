@@ -168,6 +168,8 @@ def _context() -> ReceiveContext:
         max_result_bytes=config["MAX_RESULT_BYTES"],
         conversation_keys=tuple(config["OTLP_CONVERSATION_KEYS"]),
         stitch_window_seconds=config["OTLP_STITCH_WINDOW_SECONDS"],
+        max_attribute_bytes=config["OTLP_MAX_ATTRIBUTE_BYTES"],
+        max_raw_span_bytes=config["OTLP_MAX_RAW_SPAN_BYTES"],
     )
 
 

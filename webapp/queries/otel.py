@@ -76,6 +76,39 @@ def conversation_spans(project_id: int, conversation_id: int) -> tuple[list[dict
     return [dict(r) for r in rows], total
 
 
+def conversation_span(
+    project_id: int, conversation_id: int, trace_id: str, span_id: str
+) -> dict[str, Any] | None:
+    """One span of the conversation's traces, with its raw part; None when it is not one of
+    them. One query."""
+    row = (
+        db.session.execute(
+            select(
+                SPAN.c.trace_id,
+                SPAN.c.span_id,
+                SPAN.c.parent_span_id,
+                SPAN.c.name,
+                SPAN.c.span_class,
+                SPAN.c.status_message,
+                SPAN.c.service_name,
+                SPAN.c.scope_name,
+                SPAN.c.resource,
+                SPAN.c.attributes,
+                SPAN.c.events,
+                SPAN.c.links,
+            ).where(
+                SPAN.c.project_id == project_id,
+                SPAN.c.trace_id == trace_id,
+                SPAN.c.span_id == span_id,
+                SPAN.c.trace_id.in_(conversation_traces_query(conversation_id)),
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return dict(row) if row is not None else None
+
+
 def llm_scope_names(project_id: int, conversation_id: int, limit: int = 5) -> list[str]:
     """Instrumentation scopes of the conversation's LLM spans (names the content hint's
     family). One query."""

@@ -7,8 +7,8 @@ hands over goes through, in order:
    stored as sent is rejected alone, and what was repaired is a warning
    (docs/otlp-mapping.md, 'Decoding'); metrics are only checked to be an export request, then
    dropped (not stored);
-2. normalization and redaction (`batch.prepare_spans` / `prepare_logs`, one query: the
-   project's rules), outside the write lock;
+2. normalization, redaction and the storage limits (`batch.prepare_spans` / `prepare_logs`,
+   then `bounds.bound_batch`; one query: the project's rules), outside the write lock;
 3. `store.prepare_export`: the component the rows touch is read and projected, the writes
    planned, still outside the lock;
 4. the write, `store.write_export` as a `Write` run by `run_write`: a lost race runs again, a
@@ -30,6 +30,7 @@ from ...errors import ApiError
 from ..transaction import Write, run_write
 from ..writes import load_rules
 from .batch import Batch, decode, prepare_logs, prepare_spans
+from .bounds import Limits, bound_batch
 from .projection import Options
 from .records import DecodeError
 from .store import StoreContext, StoreResult, prepare_export, write_export
@@ -54,6 +55,8 @@ class ReceiveContext:
     max_result_bytes: int  # MAX_RESULT_BYTES
     conversation_keys: tuple[str, ...]  # OTLP_CONVERSATION_KEYS
     stitch_window_seconds: int  # OTLP_STITCH_WINDOW_SECONDS
+    max_attribute_bytes: int  # OTLP_MAX_ATTRIBUTE_BYTES
+    max_raw_span_bytes: int  # OTLP_MAX_RAW_SPAN_BYTES
 
 
 @dataclass(frozen=True)
@@ -108,12 +111,16 @@ def _check_metrics(encoding: str, body: bytes) -> None:
 
 
 def _prepare(signal: str, decoded: Any, context: ReceiveContext) -> Batch:
-    """Normalize and redact, before the write lock (one query: the project's rules)."""
+    """Normalize and redact, before the write lock (one query: the project's rules), then cut
+    what is stored to its limits (after redaction, which reads the values whole)."""
     rules = load_rules(context.project_id)
     limit = context.max_result_bytes
     if signal == "traces":
-        return prepare_spans(decoded, rules, limit, context.conversation_keys)
-    return prepare_logs(decoded, rules, limit)
+        batch = prepare_spans(decoded, rules, limit, context.conversation_keys)
+    else:
+        batch = prepare_logs(decoded, rules, limit)
+    bound_batch(batch, Limits(context.max_attribute_bytes, context.max_raw_span_bytes, limit))
+    return batch
 
 
 def _store_context(context: ReceiveContext) -> StoreContext:
