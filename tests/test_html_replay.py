@@ -67,7 +67,7 @@ def test_the_page_has_the_options_form_wired_to_its_own_url(dashboard, support):
     labels = [o.text for o in form.one("select[name=as_of]").select("option")]
     assert labels[1].startswith("Start of turn 1 · ") and "I want a refund" in labels[1]
     freshness = form.one("select[name=freshness]").select("option")
-    assert freshness[0].text.strip() == "Configured (300 s)"
+    assert freshness[0].text.strip() == "Configured (5 min)"
 
 
 def test_the_chat_pairs_calls_with_results_and_anchors_every_call(app, dashboard, support):

@@ -44,6 +44,29 @@ def duration(ms: float | None) -> str:
     return f"{int(minutes)} min {seconds:.0f} s"
 
 
+# A span of seconds in the largest units it holds whole: a freshness window of 3,888,000 s is
+# "45 d", of 300 s "5 min", of 5,400 s "1 h 30 min".
+SPAN_UNITS = (("d", 86400), ("h", 3600), ("min", 60))
+
+
+def span(seconds: float | None) -> str:
+    """A length of time given in seconds, in human units ("45 d", "5 min", "1 h 30 min",
+    "30 s", "0.5 s"); exact (every unit it holds is shown), since it is a setting."""
+    if seconds is None:
+        return NONE
+    if seconds < 0:
+        return f"{seconds:g} s"
+    rest = Decimal(str(seconds))
+    parts = []
+    for unit, size in SPAN_UNITS:
+        whole, rest = divmod(rest, size)
+        if whole:
+            parts.append(f"{int(whole)} {unit}")
+    if rest or not parts:
+        parts.append(f"{rest.normalize():f} s")
+    return " ".join(parts)
+
+
 def timestamp(value: datetime | None) -> str:
     """UTC, to the second, sortable and unambiguous."""
     if value is None:
@@ -121,6 +144,7 @@ def init_app(app: Flask) -> None:
         "number": number,
         "size": size,
         "duration": duration,
+        "span": span,
         "timestamp": timestamp,
         "precise": precise,
         "usd": usd,

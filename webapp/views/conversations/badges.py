@@ -29,6 +29,7 @@ from ...queries.records import CallRecord
 # The replay library decides what a sources list is and what counts as a citation.
 from ...replay.compaction import cited_numbers, parse_sources
 from ...sql import CONTENT_NOT_CAPTURED
+from ..formatting import span
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def call_badges(
             Badge(
                 "stale",
                 "stale now",
-                f"Older than the {freshness_seconds} s freshness window: replay now omits it "
+                f"Older than the {span(freshness_seconds)} freshness window: replay now omits it "
                 "and the model calls the tool again.",
             )
         )
@@ -126,4 +127,3 @@ def call_badges(
             )
         )
     return badges
-

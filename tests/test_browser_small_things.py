@@ -1,0 +1,71 @@
+"""Issue 23's small things in a real browser, on the demo data, light and dark: call card
+footers stay on one line at 1280 and 1024 px, freshness windows read in human units, the turn
+index shows each turn's first words, the replay preview has one comparison button.
+
+Marked ``browser`` (see tests/browser_support.py). Screenshots go to
+``test-artifacts/small-*.png`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import pytest
+from browser_support import (  # noqa: F401  (fixtures)
+    SQLITE_ONLY,
+    chromium_fixture,
+    dev_app_config_fixture,
+    playwright_expect,
+    scheme_fixture,
+    tab_fixture,
+)
+from sqlalchemy import select
+
+from webapp.db import db
+from webapp.demo import load_demo
+from webapp.models import Conversation
+
+pytestmark = [pytest.mark.browser, SQLITE_ONLY]
+
+expect = playwright_expect()
+
+# Every card footer: whether its children are on one line (every one's box overlaps every
+# other's vertically), whether any reaches past the footer's right edge, and whether the
+# duration is shown whole.
+FOOTERS = """() => [...document.querySelectorAll('.call-foot')].map(foot => {
+  const box = foot.getBoundingClientRect();
+  const kids = [...foot.children].filter(k => k.getBoundingClientRect().width > 0
+    && !k.classList.contains('spacer'));
+  const dur = foot.querySelector('.dur');
+  return {
+    call: foot.closest('.call-card').id,
+    oneLine: Math.max(...kids.map(k => k.getBoundingClientRect().top))
+      < Math.min(...kids.map(k => k.getBoundingClientRect().bottom)),
+    height: Math.round(box.height),
+    outside: kids.some(k => k.getBoundingClientRect().right > box.right + 0.5),
+    durCut: dur ? dur.scrollWidth > dur.clientWidth + 0.5 : false,
+  };
+})"""
+
+
+@pytest.fixture
+def demo(app) -> dict[str, int]:
+    """The demo, as `make run` loads it: conversation row ids by external id."""
+    load_demo(app, "default")
+    with app.app_context():
+        return dict(db.session.execute(select(Conversation.external_id, Conversation.id)).all())  # type: ignore[arg-type]
+
+
+def test_freshness_windows_read_in_human_units(tab, demo, scheme):
+    page, watch = tab
+    page.goto(f"/conversations/{demo['demo-revenue-research']}")
+    expect(page.locator(".meta-line")).to_contain_text("freshness 45 d")
+    page.goto(f"/conversations/{demo['demo-order-status']}")
+    expect(page.locator(".meta-line")).to_contain_text("freshness 5 min")
+    watch.shot(f"small-freshness-conversation-{scheme}", full_page=False)
+    page.goto("/settings")
+    channels = page.locator("table", has=page.locator("td", has_text="live-dashboard"))
+    expect(channels.locator("tr", has_text="support-bot")).to_contain_text("45 d")
+    expect(channels.locator("tr", has_text="orders")).to_contain_text("5 min")
+    expect(channels.locator("tr", has_text="live-dashboard")).to_contain_text("30 s")
+    expect(channels).not_to_contain_text("3888000")
+    channels.scroll_into_view_if_needed()
+    watch.shot(f"small-freshness-settings-{scheme}", full_page=False)

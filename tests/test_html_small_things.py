@@ -1,0 +1,83 @@
+"""Issue 23's small things on the pages: freshness windows in human units (the JSON twins keep
+seconds), the turn index's first words, one comparison button on the replay preview.
+
+HTML is asserted through a parser (``html_dom``); every test runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import factories as f
+import pytest
+from dashboard_support import HTMX, dashboard_fixture, data, page  # noqa: F401
+
+from webapp.views.formatting import span
+
+FORTY_FIVE_DAYS = 45 * 86400
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (FORTY_FIVE_DAYS, "45 d"),
+        (300, "5 min"),
+        (30, "30 s"),
+        (5400, "1 h 30 min"),
+        (90, "1 min 30 s"),
+        (86400 + 3600, "1 d 1 h"),
+        (0, "0 s"),
+        (0.5, "0.5 s"),
+        (300.0, "5 min"),
+        (None, "\u2013"),
+    ],
+)
+def test_a_span_of_seconds_in_human_units(seconds, shown):
+    assert span(seconds) == shown
+
+
+@pytest.fixture
+def support(app, project_key) -> int:
+    """The support conversation in a channel with a 45-day window (the project's is 300 s)."""
+    with data(app):
+        f.channel(project_key.project_id, "support-bot", freshness_seconds=FORTY_FIVE_DAYS)
+        return f.support_conversation(project_key.project_id).id
+
+
+def test_freshness_windows_show_in_human_units(app, dashboard, support):
+    conversation = page(dashboard.get(f"/conversations/{support}"))
+    assert "freshness 45 d" in conversation.one(".meta-line").text
+
+    replay = page(dashboard.get(f"/conversations/{support}/replay"))
+    configured = replay.one("select[name=freshness]").select("option")[0]
+    assert configured.text.strip() == "Configured (45 d)"
+    assert "freshness 45 d" in " ".join(replay.one(".replay-asof").text.split())
+
+    charts = page(dashboard.get(f"/conversations/{support}/charts", headers=HTMX))
+    assert "freshness in use: 45 d" in charts.text
+
+    settings = page(dashboard.get("/settings"))
+    cells = [td.text.strip() for td in settings.select("td")]
+    assert "45 d" in cells
+    assert "overrides the project's (5 min)" in " ".join(settings.text.split())
+
+
+def test_the_stale_badge_names_the_window_in_human_units(app, dashboard, project_key):
+    with data(app):
+        old = f.simple_conversation(
+            project_key.project_id, "old", at=datetime.now(UTC) - timedelta(hours=2)
+        ).id
+    doc = page(dashboard.get(f"/conversations/{old}"))
+    titles = {b.get("title") for b in doc.select(".call-card .badge-stale")}
+    assert titles == {
+        "Older than the 5 min freshness window: replay now omits it and the model calls the "
+        "tool again."
+    }
+
+
+def test_the_json_twins_keep_the_windows_in_seconds(app, dashboard, support):
+    charts = dashboard.get(f"/conversations/{support}/charts.json").get_json()
+    assert charts["freshness_seconds"] == FORTY_FIVE_DAYS
+    settings = dashboard.get("/settings.json").get_json()
+    assert {"name": "support-bot", "freshness_seconds": FORTY_FIVE_DAYS} in settings["channels"]
+    assert settings["project"]["freshness_seconds"] == 300
