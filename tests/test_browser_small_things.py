@@ -8,6 +8,8 @@ Marked ``browser`` (see tests/browser_support.py). Screenshots go to
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from browser_support import (  # noqa: F401  (fixtures)
     SQLITE_ONLY,
@@ -69,3 +71,19 @@ def test_freshness_windows_read_in_human_units(tab, demo, scheme):
     expect(channels).not_to_contain_text("3888000")
     channels.scroll_into_view_if_needed()
     watch.shot(f"small-freshness-settings-{scheme}", full_page=False)
+
+
+def test_the_turn_index_shows_first_words(tab, demo, scheme):
+    page, watch = tab
+    page.goto(f"/conversations/{demo['demo-revenue-research']}")
+    page.click(".turn-index summary")
+    lines = page.locator(".turn-grid li")
+    expect(lines).to_have_count(2)
+    expect(lines.nth(0)).to_contain_text("How did revenue develop last quarter?")
+    expect(lines.nth(1)).to_contain_text("And what about margins?")
+    watch.shot(f"small-turn-index-{scheme}", full_page=False)
+    # The whole line opens its turn, not only the number.
+    # (the link covers the line: a click on the words lands on it, hence force)
+    lines.nth(1).locator(".turn-words").click(force=True)
+    expect(page).to_have_url(re.compile(r"#turn-2$"))
+    expect(page.locator("#turn-2")).to_be_in_viewport()

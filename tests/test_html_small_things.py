@@ -81,3 +81,27 @@ def test_the_json_twins_keep_the_windows_in_seconds(app, dashboard, support):
     settings = dashboard.get("/settings.json").get_json()
     assert {"name": "support-bot", "freshness_seconds": FORTY_FIVE_DAYS} in settings["channels"]
     assert settings["project"]["freshness_seconds"] == 300
+
+
+def test_the_turn_index_shows_each_turn_s_first_words(app, dashboard, project_key):
+    long_question = "Please compare " + "the quarterly numbers " * 20
+    with data(app):
+        conv = f.conversation(project_key.project_id, "words", title="Words")
+        start = datetime.now(UTC) - timedelta(minutes=5)
+        f.message(conv, "w-u1", "user", "<b>Where</b> is my order #1042?", at=start)
+        f.message(conv, "w-a1", "assistant", "On its way.", at=start + timedelta(seconds=1))
+        f.message(conv, "w-u2", "user", long_question, at=start + timedelta(seconds=2))
+        f.message(conv, "w-u3", "user", None, at=start + timedelta(seconds=3))
+        cid = conv.id
+    doc = page(dashboard.get(f"/conversations/{cid}/turns", headers=HTMX))
+    lines = doc.select(".turn-grid li")
+    assert [li.one("a.turn-link").text for li in lines] == ["1", "2", "3"]
+    # Escaped text (the parser sees no <b> element), cut short, and nothing for a turn without.
+    first, second, third = (li.select(".turn-words") for li in lines)
+    assert first[0].text == "<b>Where</b> is my order #1042?" and not first[0].select("b")
+    assert second[0].text.startswith("Please compare the quarterly numbers")
+    assert second[0].text.endswith("…") and len(second[0].text) <= 101
+    assert third == []
+    twin = dashboard.get(f"/conversations/{cid}/turns.json").get_json()
+    assert twin["turns"][0]["opening"] == "<b>Where</b> is my order #1042?"
+    assert len(twin["turns"][1]["opening"]) == 120

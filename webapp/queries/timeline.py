@@ -111,12 +111,20 @@ class TurnEntry:
     errors: int
     # An assistant run of the turn failed or was cancelled.
     failed_runs: int
+    # The start of the user message's text (at most OPENING_CHARS characters; None: no text):
+    # the index shows each turn's first words.
+    opening: str | None = None
+
+
+# How much of a turn's user message the turn index reads (it shows the first words).
+OPENING_CHARS = 120
 
 
 def turn_index(conversation_id: int) -> list[TurnEntry]:
-    """Every turn of a conversation with its call and error counts, in ONE query: a running
-    count of user messages numbers the turns, and each message's calls are counted by turn.
-    Messages before the first user message (turn 0) are left out."""
+    """Every turn of a conversation with its call and error counts and the start of its user
+    message, in ONE query: a running count of user messages numbers the turns, and each
+    message's calls are counted by turn. Messages before the first user message (turn 0) are
+    left out."""
     per_message = (
         select(
             T.message_id.label("message_id"),
@@ -143,7 +151,7 @@ def turn_index(conversation_id: int) -> list[TurnEntry]:
         .subquery()
     )
     user = case((numbered.c.role == "user", numbered.c.id), else_=None)
-    rows = db.session.execute(
+    turns = (
         select(
             numbered.c.turn,
             func.max(user).label("message_id"),
@@ -156,7 +164,14 @@ def turn_index(conversation_id: int) -> list[TurnEntry]:
         )
         .where(numbered.c.turn > 0)
         .group_by(numbered.c.turn)
-        .order_by(numbered.c.turn)
+        .subquery()
+    )
+    # The user message's first characters, read in the same query (a long text is not loaded).
+    opening = func.substr(Message.content, 1, OPENING_CHARS).label("opening")
+    rows = db.session.execute(
+        select(turns, opening)
+        .outerjoin(Message, Message.id == turns.c.message_id)
+        .order_by(turns.c.turn)
     ).all()
     return [
         TurnEntry(
@@ -166,6 +181,7 @@ def turn_index(conversation_id: int) -> list[TurnEntry]:
             calls=as_int(r.calls),
             errors=as_int(r.errors),
             failed_runs=as_int(r.failed_runs),
+            opening=r.opening,
         )
         for r in rows
     ]
