@@ -87,3 +87,19 @@ def test_the_turn_index_shows_first_words(tab, demo, scheme):
     lines.nth(1).locator(".turn-words").click(force=True)
     expect(page).to_have_url(re.compile(r"#turn-2$"))
     expect(page.locator("#turn-2")).to_be_in_viewport()
+
+
+def test_the_replay_preview_has_one_comparison_button(tab, demo, scheme):
+    page, watch = tab
+    page.goto(f"/conversations/{demo['demo-weather-parallel']}/replay")
+    expect(page.locator("#replay-result .replay-asof")).to_contain_text("freshness 45 d")
+    compare = page.locator("a[href*='/replay/compare']")
+    expect(compare).to_have_count(1)
+    expect(compare).to_have_text("Compare with another policy")
+    expect(page.locator("select[name=freshness] option").first).to_have_text("Configured (45 d)")
+    watch.shot(f"small-replay-{scheme}", full_page=False)
+    # It follows the options: after a change it starts the comparison from them.
+    page.select_option("select[name=persistence]", "per-service-call")
+    expect(compare).to_have_attribute("href", re.compile(r"a\.persistence=per-service-call"))
+    compare.click()
+    expect(page).to_have_url(re.compile(r"/replay/compare\?.*a\.persistence=per-service-call"))

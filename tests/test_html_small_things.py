@@ -105,3 +105,11 @@ def test_the_turn_index_shows_each_turn_s_first_words(app, dashboard, project_ke
     twin = dashboard.get(f"/conversations/{cid}/turns.json").get_json()
     assert twin["turns"][0]["opening"] == "<b>Where</b> is my order #1042?"
     assert len(twin["turns"][1]["opening"]) == 120
+
+
+def test_the_replay_preview_has_one_comparison_button(app, dashboard, support):
+    doc = page(dashboard.get(f"/conversations/{support}/replay?persistence=per-service-call"))
+    compare = [a for a in doc.select("a") if "/replay/compare" in (a.get("href") or "")]
+    assert [a.text.strip() for a in compare] == ["Compare with another policy"]
+    # The one that is left starts the comparison from the options chosen.
+    assert "a.persistence=per-service-call" in compare[0].get("href")
