@@ -56,6 +56,30 @@ def demo(app) -> dict[str, int]:
         return dict(db.session.execute(select(Conversation.external_id, Conversation.id)).all())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_call_card_footers_stay_on_one_line(tab, demo, scheme, width):
+    page, watch = tab
+    page.set_viewport_size({"width": width, "height": 900})
+    # Long badges ("would be compacted"), parallel cards, cost shares and errors.
+    for name in ("demo-revenue-research", "demo-tool-errors", "demo-crm-redaction"):
+        page.goto(f"/conversations/{demo[name]}")
+        expect(page.locator(".call-card").first).to_be_visible()
+        footers = page.evaluate(FOOTERS)
+        assert footers, name
+        for foot in footers:
+            assert foot["oneLine"], (name, foot)
+            assert foot["height"] < 30, (name, foot)
+            assert not foot["outside"] and not foot["durCut"], (name, foot)
+        watch.shot(f"small-cards-{name.removeprefix('demo-')}-{width}-{scheme}")
+    # With the call detail open beside the timeline, the cards are narrower.
+    page.goto(f"/conversations/{demo['demo-revenue-research']}")
+    page.locator(".call-card").first.click()
+    expect(page.locator("#detail .detail")).to_be_visible()
+    for foot in page.evaluate(FOOTERS):
+        assert foot["oneLine"] and not foot["outside"] and not foot["durCut"], foot
+    watch.shot(f"small-cards-detail-{width}-{scheme}", full_page=False)
+
+
 def test_freshness_windows_read_in_human_units(tab, demo, scheme):
     page, watch = tab
     page.goto(f"/conversations/{demo['demo-revenue-research']}")
