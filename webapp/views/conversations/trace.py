@@ -13,12 +13,14 @@ from ...queries.conversations import find_conversation
 from ..common import or_404, respond, twin_get
 from ..context import current_project
 from . import bp
-from .trace_model import TRUNCATED, span_rows
+from .trace_model import TRUNCATED, trace_groups
 
 
 @twin_get(bp, "/conversations/<int:conversation_id>/trace")
 def conversation_trace_get(conversation_id: int, fmt: str):
-    """The spans of the conversation's traces, earliest first, as a tree."""
+    """The spans of the conversation's traces, trace by trace (earliest first), each trace a tree
+    of spans with its waterfall; the twin lists the traces (id, span count, duration) and the
+    spans in the page's order with their depth, children and bar."""
     project = current_project()
     conversation = or_404(find_conversation(project.id, row_id=conversation_id), "conversation")
     spans, total = otel_queries.conversation_spans(project.id, conversation.id)
@@ -31,14 +33,19 @@ def conversation_trace_get(conversation_id: int, fmt: str):
             span_id=span_id,
         )
 
+    traces = trace_groups(spans, span_url)
     data = {
         "conversation": conversation,
-        "spans": span_rows(spans, span_url),
+        "traces": traces,
+        "spans": [row for trace in traces for row in trace.spans],
         "total": total,
         "limit": otel_queries.MAX_TRACE_SPANS,
     }
     return respond(
-        data, page="conversations/trace.html", fmt=fmt, json_keys=("spans", "total", "limit")
+        data,
+        page="conversations/trace.html",
+        fmt=fmt,
+        json_keys=("traces", "spans", "total", "limit"),
     )
 
 
