@@ -1,6 +1,7 @@
 """The dashboard for OTLP conversations: where each message came from, calls whose content was
 not captured (and the hint naming the switch), and the trace view of the spans behind a
-conversation (escaped, bounded, a constant number of queries)."""
+conversation (escaped, bounded, a constant number of queries, each trace a tree under its header
+with its waterfall)."""
 
 from __future__ import annotations
 
@@ -132,3 +133,43 @@ def test_the_live_view_shows_a_run_filling_in(app, dashboard, project_key):
     refreshed = update.select("article.msg")
     assert refreshed, "the assistant message is refreshed in place"
     assert any("completed" in " ".join(m.classes) or "Sunny" in m.text for m in refreshed)
+
+
+def test_the_trace_view_shows_each_trace_as_a_tree_with_its_waterfall(app, dashboard, project_key):
+    first = agent_run(40, rounds=2, conversation="c-two")
+    second = agent_run(41, rounds=2, conversation="c-two", start=first.spans[0].start_ns + 10**9)
+    tool = next(s for s in first.spans if s.name.startswith("execute_tool"))
+    failed = make_span(40, 40999, "GET weather", tool.start_ns, tool.end_ns, {}, 40100, status=2)
+    _ingest(dashboard, project_key, [*second.spans, *first.spans, failed])
+    conversation_id = _conversation_id(app, "c-two")
+    doc = page(dashboard.get(f"/conversations/{conversation_id}/trace"))
+    groups = doc.select("details.trace-group")
+    assert [g.get("data-trace-id") for g in groups] == [f"{40:032x}", f"{41:032x}"]
+    head = groups[0].one(".trace-head").text
+    assert f"{40:032x}" in head and "6 spans" in head and "1 error" in head
+    assert "after the first trace" in groups[1].one(".trace-head").text
+    rows = groups[0].select("tr.trace-span")
+    depth = {r.get("data-span-id"): int(r.get("data-depth")) for r in rows}
+    assert depth[f"{40001:016x}"] == 0 and depth[f"{40100:016x}"] == 1
+    assert depth[f"{40999:016x}"] == 2
+    cell = next(r for r in rows if r.get("data-span-id") == f"{40999:016x}").one("td.trace-name")
+    assert "--depth: 2" in cell.get("style")
+    failing = next(r for r in rows if r.get("data-span-id") == f"{40999:016x}")
+    assert "trace-error" in failing.classes
+    # A toggle only where there is something to fold; hidden until the script shows it.
+    toggles = [r for r in rows if r.select("[data-trace-toggle]")]
+    assert {r.get("data-span-id") for r in toggles} == {f"{40001:016x}", f"{40100:016x}"}
+    assert all("hidden" in t.one("[data-trace-toggle]").attrs for t in toggles)
+    agent_bar = rows[0].one(".trace-bar")
+    assert agent_bar.get("style").startswith("left: 0.0%; width: 100.0%")
+    assert "starts at" in agent_bar.get("title") and "lasts" in agent_bar.get("title")
+    twin = dashboard.get(f"/conversations/{conversation_id}/trace.json").get_json()
+    assert [(t["trace_id"], t["span_count"], t["error_count"]) for t in twin["traces"]] == [
+        (f"{40:032x}", 6, 1),
+        (f"{41:032x}", 5, 0),
+    ]
+    by_id = {s["span_id"]: s for s in twin["spans"]}
+    agent = by_id[f"{40001:016x}"]
+    assert agent["depth"] == 0 and f"{40100:016x}" in agent["children"]
+    assert by_id[f"{40999:016x}"]["parent_span_id"] == f"{40100:016x}"
+    assert all(0 <= s["bar_left"] <= 100 and 0 <= s["bar_width"] <= 100 for s in twin["spans"])

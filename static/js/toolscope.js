@@ -1,7 +1,8 @@
 // Toolscope's own few lines of script: Plotly charts rendered when they scroll into view
 // (plotly.js itself loaded on first need), copy buttons, the call panel's close button and
 // de-duplication of list rows that the live view re-sends, and the timeline's navigation (deep
-// links that load the window holding their target, "collapse all"). Everything else is htmx.
+// links that load the window holding their target, "collapse all"), the trace view's folding span
+// tree. Everything else is htmx.
 "use strict";
 
 (function () {
@@ -235,7 +236,48 @@
 
   document.addEventListener("htmx:afterSettle", function () { dedupeRows(document); });
 
+  // The time range picker (_lists.html): a preset or "Any time" empties the custom inputs
+  // before the form is sent (capture: ahead of htmx's change handler on the form), "Custom
+  // range" shows them.
+  document.addEventListener("change", function (event) {
+    const select = event.target.closest && event.target.closest("select[data-time-range]");
+    if (!select) return;
+    const custom = select.closest("label").nextElementSibling;
+    if (!custom || !custom.classList.contains("time-custom")) return;
+    const isCustom = select.selectedOptions[0] && select.selectedOptions[0].hasAttribute("data-custom");
+    custom.hidden = !isCustom;
+    if (!isCustom) custom.querySelectorAll("input").forEach(function (input) { input.value = ""; });
+  }, true);
+
+  // The trace view's span tree: a row's button folds the rows under it (those after it that are
+  // deeper); unfolding shows them again but for those under a row still folded. Without script
+  // the buttons stay hidden and the tree is shown whole.
+  function showTraceToggles(root) {
+    root.querySelectorAll("[data-trace-toggle][hidden]").forEach(function (b) { b.hidden = false; });
+  }
+
+  document.addEventListener("click", function (event) {
+    const toggle = event.target.closest("[data-trace-toggle]");
+    if (!toggle) return;
+    const row = toggle.closest("tr");
+    const depth = Number(row.dataset.depth);
+    const expand = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", expand ? "true" : "false");
+    let foldedBelow = Infinity; // rows deeper than this are under a folded row
+    for (let next = row.nextElementSibling; next; next = next.nextElementSibling) {
+      const d = Number(next.dataset.depth);
+      if (d <= depth) break;
+      if (!expand) { next.hidden = true; continue; }
+      if (d > foldedBelow) continue;
+      foldedBelow = Infinity;
+      next.hidden = false;
+      const inner = next.querySelector("[data-trace-toggle]");
+      if (inner && inner.getAttribute("aria-expanded") === "false") foldedBelow = d;
+    }
+  });
+
   function start() {
+    showTraceToggles(document);
     if (window.htmx) window.htmx.onLoad(initCharts); else initCharts(document);
     followHash();
   }
