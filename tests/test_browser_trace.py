@@ -87,12 +87,16 @@ def test_two_traces_are_two_folding_trees_with_waterfalls(app, client, project_k
     assert len(widths) == len(spans)
     assert all(1 <= w <= lane + 0.5 for w, lane in widths), widths
     agent_bar = row(1001).locator(".trace-bar")
-    lane = row(1001).locator("td.trace-lane").bounding_box()
+    lane = row(1001).locator(".trace-track").bounding_box()
     assert agent_bar.bounding_box()["width"] > 0.95 * lane["width"]
     assert "starts at" in agent_bar.get_attribute("title")
     assert "lasts" in agent_bar.get_attribute("title")
     expect(row(1902)).to_have_class(re.compile(r"\btrace-error\b"))
     watch.shot(f"trace-two-traces-{scheme}")
+    page.set_viewport_size({"width": 1024, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1024  # no sideways scroll
+    watch.shot(f"trace-two-traces-1024-{scheme}")
+    page.set_viewport_size({"width": 1400, "height": 900})
 
     # Fold the HTTP call, then the tool: both levels go; unfolding the tool keeps HTTP folded.
     row(1901).locator("[data-trace-toggle]").click()
