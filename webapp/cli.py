@@ -11,14 +11,14 @@ from datetime import timedelta
 import click
 from flask import current_app
 from flask.cli import FlaskGroup, with_appcontext
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from . import create_app
 from .auth import create_key, get_or_create_project
 from .bench import command as bench_command
 from .db import db, utcnow
 from .demo import command as demo_command
-from .models import ApiKey, Conversation, Message, Project
+from .models import ApiKey, Conversation, Project
 
 
 @click.group(cls=FlaskGroup, create_app=create_app, add_default_commands=False)
@@ -192,30 +192,33 @@ def _delete_by_slug(project_slug: str, conversation_id: int) -> bool:
 @click.command("purge")
 @click.option("--older-than", "days", type=click.IntRange(min=0), required=True, help="Days.")
 @click.option("--project", "project_slug", default=None)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Most rows deleted per write transaction (fewer when a batch takes long).",
+)
+@click.option("--quiet", is_flag=True, help="No progress lines.")
 @with_appcontext
-def purge_command(days: int, project_slug: str | None) -> None:
+def purge_command(days: int, project_slug: str | None, batch: int, quiet: bool) -> None:
     """Delete conversations (with their messages and calls) idle for more than DAYS days,
     placeholder messages that never got a conversation, and the raw OTLP spans and log
-    records of purged conversations or of none, received more than DAYS days ago."""
-    from .ingest.otlp.retention import purge_raw
+    records of purged conversations or of none, received more than DAYS days ago. In short
+    batches, each its own transaction, so a running server keeps taking writes."""
+    from .ingest.purge import purge
 
     cutoff = utcnow() - timedelta(days=days)
-    idle = select(Conversation.id).where(Conversation.updated_at < cutoff)
-    orphans = delete(Message).where(
-        Message.conversation_id.is_(None), Message.created_at < cutoff
-    )
     project_ids = None
     if project_slug:
-        project_ids = select(Project.id).where(Project.slug == project_slug)
-        idle = idle.where(Conversation.project_id.in_(project_ids))
-        orphans = orphans.where(Message.project_id.in_(project_ids))
-    spans, logs = purge_raw(idle, cutoff, project_ids)
-    removed = db.session.execute(delete(Conversation).where(Conversation.id.in_(idle))).rowcount
-    removed_orphans = db.session.execute(orphans).rowcount
-    db.session.commit()
+        project_ids = list(
+            db.session.scalars(select(Project.id).where(Project.slug == project_slug))
+        )
+    db.session.rollback()
+    counts = purge(cutoff, project_ids, batch=batch, progress=None if quiet else click.echo)
     click.echo(
-        f"purged {removed} conversations and {removed_orphans} orphan messages, "
-        f"{spans} OTLP spans and {logs} OTLP log records"
+        f"purged {counts.conversations} conversations and {counts.orphan_messages} orphan "
+        f"messages, {counts.spans} OTLP spans and {counts.logs} OTLP log records"
     )
 
 

@@ -1,11 +1,10 @@
 """Retention of raw OTLP rows (`toolscope purge`): the spans and log records of purged
 conversations go with them, and so do unattached ones (traces that made no turn: HTTP or
 database spans, embeddings, or GenAI spans of an agent that never finished a call) older than
-the cut-off."""
+the cut-off, in batches (`webapp.ingest.purge`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, exists, select
@@ -35,31 +34,6 @@ def _delete_traces(table: Any, traces: Any) -> int:
     ).rowcount
 
 
-def purge_raw(conversation_ids: Any, cutoff: datetime, project_ids: Any = None) -> tuple[int, int]:
-    """Delete the raw rows of the conversations selected by `conversation_ids` (a SELECT of
-    ids, run before they are deleted), and unattached raw rows received before `cutoff`.
-    Returns (spans, log records) deleted. Does not commit."""
-    spans, logs = delete_raw_of(conversation_ids)
-    attached = select(TURN_TRACE.c.trace_id)
-    for table in (SPAN, LOG):
-        stmt = delete(table).where(
-            table.c.received_at < cutoff,
-            ~exists(
-                attached.where(
-                    TURN_TRACE.c.project_id == table.c.project_id,
-                    TURN_TRACE.c.trace_id == table.c.trace_id,
-                )
-            ),
-        )
-        if project_ids is not None:
-            stmt = stmt.where(table.c.project_id.in_(project_ids))
-        count = db.session.execute(stmt).rowcount
-        spans += count if table is SPAN else 0
-        logs += count if table is LOG else 0
-    _delete_bare_links()
-    return spans, logs
-
-
 def delete_raw_of(conversation_ids: Any) -> tuple[int, int]:
     """Delete the raw spans, log records and links of the traces projected into the
     conversations selected by `conversation_ids` (a SELECT of ids, run before the conversations
@@ -86,7 +60,7 @@ def delete_raw_of(conversation_ids: Any) -> tuple[int, int]:
     return spans, logs
 
 
-def _delete_bare_links() -> None:
+def delete_bare_links() -> None:
     """Links of traces that have no rows left."""
     db.session.execute(
         delete(LINK).where(
