@@ -242,15 +242,15 @@ def test_too_many_messages_or_calls_in_one_request_are_refused(app, client, proj
     app.config["MAX_MESSAGES_PER_REQUEST"] = 3
     messages = [{"id": f"m{i}", "role": "user", "content": "x"} for i in range(4)]
     assert_error(
-        post_messages(client, project_key, "c1", *messages), 422, "invalid", field="messages"
+        post_messages(client, project_key, "c1", *messages), 413, "too_large", field="messages"
     )
     calls = [native_call(0, i) for i in range(51)]
     assert_error(
         post_messages(
             client, project_key, "c1", {"id": "a1", "role": "assistant", "tool_calls": calls}
         ),
-        422,
-        "invalid",
+        413,
+        "too_large",
         field="messages",
     )
     assert sum(row_counts(app).values()) == 0
@@ -342,7 +342,7 @@ def test_a_turn_with_a_bad_call_writes_nothing(app, client, project_key):
         },
         headers=project_key.headers,
     )
-    assert_error(response, 422, "invalid", field="assistant.rounds.0.calls.1")
+    assert_error(response, 409, "conflict", field="assistant.rounds.0.calls.1")
     assert sum(row_counts(app).values()) == 0
 
 

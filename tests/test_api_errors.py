@@ -293,7 +293,6 @@ def test_nul_characters_in_results_and_arguments_are_stored_as_replacement_chars
             },
             "messages.0.usage.0.input_tokens",
         ),
-        ({"messages": [{"id": "a", "role": "user"}, {"id": "a", "role": "user"}]}, "messages.1.id"),
     ],
 )
 def test_invalid_messages_are_422_with_their_path(app, client, project_key, body, field):
@@ -383,11 +382,14 @@ def test_nul_in_a_url_is_invalid_not_a_database_error(client, project_key, url, 
     assert_error(client.get(url, headers=project_key.headers), status, "invalid", field=field)
 
 
-def test_a_forged_cursor_is_422(client, project_key):
+def test_a_forged_cursor_names_no_page(client, project_key):
     import base64
 
+    # Of the document's shape (URL-safe base64), but not one of ours: 404, as for an unknown id.
     naive = base64.urlsafe_b64encode(b"2026-01-01T00:00:00|5").decode()
     response = client.get(f"/api/v1/conversations?cursor={naive}", headers=project_key.headers)
+    assert_error(response, 404, "not_found", field="query.cursor")
+    response = client.get("/api/v1/conversations?cursor=a%2Fb", headers=project_key.headers)
     assert_error(response, 422, "invalid", field="query.cursor")
 
 
@@ -525,12 +527,23 @@ def test_breaking_any_field_of_a_valid_body_never_causes_a_server_error(
 # --- Constraint violations, ids and types the request gets wrong: 422, never 500 or 503 --------
 
 
-def test_duplicate_tool_names_are_422_naming_the_second(app, client, project_key):
+def test_a_message_id_twice_in_one_request_is_409_naming_the_second(app, client, project_key):
+    # No document schema can say that ids in a list differ: a conflict, not a malformed request.
+    body = {"messages": [{"id": "a", "role": "user"}, {"id": "a", "role": "assistant"}]}
+    response = client.post(
+        "/api/v1/conversations/c1/messages", json=body, headers=project_key.headers
+    )
+    error = assert_error(response, 409, "conflict", field="messages.1.id")
+    assert error["details"][0]["duplicate_of"] == "messages.0"
+    assert sum(row_counts(app).values()) == 0
+
+
+def test_duplicate_tool_names_are_409_naming_the_second(app, client, project_key):
     tools = [{"name": "search"}, {"name": "fetch"}, {"name": "search"}]
     response = client.put(
         "/api/v1/conversations/c1", json={"tools": tools}, headers=project_key.headers
     )
-    error = assert_error(response, 422, "invalid", field="tools.2.name")
+    error = assert_error(response, 409, "conflict", field="tools.2.name")
     assert error["details"][0]["duplicate_of"] == "tools.0"
     assert sum(row_counts(app).values()) == 0
 
@@ -546,7 +559,7 @@ def test_a_rule_id_out_of_range_is_422(client, project_key, rule_id):
     [
         ({"sequence_index": True}, "messages.0.tool_calls.0.sequence_index"),
         ({"round_index": "3"}, "messages.0.tool_calls.0.round_index"),
-        ({"round_index": 1.0}, "messages.0.tool_calls.0.round_index"),
+        ({"round_index": 1.5}, "messages.0.tool_calls.0.round_index"),
         ({"response": {"content": "x", "is_error": "yes"}}, "messages.0.tool_calls.0.response"),
         ({"created_at": "39"}, "messages.0.tool_calls.0.created_at"),
     ],
@@ -561,6 +574,22 @@ def test_native_fields_have_strict_types(app, client, project_key, change, field
     error = assert_error(response, 422, "invalid")
     assert error["param"].startswith(field), error
     assert sum(row_counts(app).values()) == 0
+
+
+def test_an_integer_valued_number_is_an_integer(client, project_key):
+    # 39916800.0 is an integer in JSON Schema (and in the OpenAPI document's eyes).
+    response = client.put(
+        "/api/v1/channels/bot", json={"freshness_seconds": 39916800.0}, headers=project_key.headers
+    )
+    assert response.status_code == 201 and response.get_json()["freshness_seconds"] == 39916800
+    message = {"id": "a1", "role": "assistant", "tool_calls": [native_call(round_index=2.0)]}
+    response = client.post(
+        "/api/v1/conversations/c1/messages",
+        json={"messages": [message]},
+        headers=project_key.headers,
+    )
+    assert response.status_code == 201
+    assert response.get_json()["data"][0]["tool_calls"][0]["round_index"] == 2
 
 
 def test_a_channel_window_is_an_integer_not_a_boolean(client, project_key):

@@ -101,7 +101,7 @@ def test_the_same_key_twice_in_one_batch(app, client, project_key):
     different = post_tools(
         client, project_key, "m2", [tool_item(0, 0), tool_item(0, 0, name="other")]
     )
-    body = assert_error(different, 400, "invalid", field="tools.1")
+    body = assert_error(different, 400, "conflict", field="tools.1")
     assert body["details"][0]["duplicate_of"] == "tools.0"
     assert row_counts(app)["tool_invocation"] == 1
 
@@ -162,7 +162,9 @@ def test_201_ids_are_refused_and_200_accepted(client, project_key):
 
 def test_51_tools_are_refused_and_nothing_is_written(app, client, project_key):
     tools = [tool_item(0, i) for i in range(51)]
-    body = assert_error(post_tools(client, project_key, "m1", tools), 400, "invalid", field="tools")
+    body = assert_error(
+        post_tools(client, project_key, "m1", tools), 400, "too_large", field="tools"
+    )
     assert body["details"][0]["limit"] == 50
     assert row_counts(app)["tool_invocation"] == 0
     assert row_counts(app)["message"] == 0

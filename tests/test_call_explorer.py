@@ -116,6 +116,8 @@ def test_filters(app, dashboard, project_key):
         listing(dashboard, min_bytes=0)["data"]
     )
     assert listing(dashboard, min_bytes=2**40)["data"] == []
+    # A range whose low end is above its high end is empty, not an error (issue 22).
+    assert listing(dashboard, min_bytes=1000, max_bytes=20)["data"] == []
     recent = (NOW - timedelta(hours=1)).isoformat()
     assert sorted(names(listing(dashboard, **{"from": recent}))) == ["fetch_invoice", "search_kb"]
     day = (NOW - timedelta(days=3)).date().isoformat()
@@ -233,7 +235,6 @@ def test_a_cursor_of_another_sort_is_refused(app, dashboard, project_key):
         {"min_ms": "x"},
         {"from": "yesterday"},
         {"sort": "name"},
-        {"min_bytes": "9", "max_bytes": "3"},
         {"q": "a\x00b"},
     ):
         assert dashboard.get("/calls.json", query_string=bad).status_code == 422, bad

@@ -178,7 +178,7 @@ def test_51_tools_are_an_invalid_request_error_that_says_why(app, sdk):
         )
     error = excinfo.value
     assert str(error) == "tools: 51 tools in one request; the limit is 50"
-    assert (error.http_status, error.code) == (400, "invalid")
+    assert (error.http_status, error.code) == (400, "too_large")
     assert error.json_body["error"]["details"][0]["limit"] == 50
     assert len(sdk.requests_to("POST", "/api/v1/messages/tools")) == 1
     assert row_counts(app)["tool_invocation"] == 0

@@ -16,10 +16,21 @@ from ..queries import call_explorer as queries
 from ..queries.cursors import CursorError
 from ..services.call_list import call_item
 from . import bp
-from .endpoint import endpoint
-from .schemas import error_responses
+from .endpoint import cursor_error, endpoint
+from .schemas import CURSOR_SCHEMA, NUL_FREE, error_responses
 
 TAG = Tag(name="Tool calls", description="Every tool call of the project, searched and filtered.")
+
+
+# A day (2026-03-10) or an ISO 8601 timestamp, as `call_explorer.parse_filters` reads them;
+# empty is not set.
+_MOMENT = {
+    "anyOf": [
+        {"type": "string", "format": "date"},
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "maxLength": 0},
+    ]
+}
 
 
 class CallListQuery(BaseModel):
@@ -29,28 +40,48 @@ class CallListQuery(BaseModel):
         default=None,
         description="Words that must all appear in the arguments or the result (whole words, "
         "any order, case-insensitive), e.g. `upstream timeout`.",
+        max_length=queries.MAX_QUERY_CHARS,
+        json_schema_extra=NUL_FREE,
     )
-    tool: str | None = Field(default=None, description="Exact tool (function) name.")
+    tool: str | None = Field(
+        default=None,
+        description="Exact tool (function) name.",
+        max_length=queries.MAX_NAME_CHARS,
+        json_schema_extra=NUL_FREE,
+    )
     status: (
         Literal["error", "no-response", "stale", "redacted", "truncated", "not-captured"] | None
     ) = Field(default=None, description="The dashboard's badges: calls that have this one now.")
-    channel: str | None = Field(default=None, description="The conversation's channel.")
-    min_ms: int | None = Field(default=None, ge=0, description="Shortest duration (ms).")
-    max_ms: int | None = Field(default=None, ge=0, description="Longest duration (ms).")
-    min_bytes: int | None = Field(default=None, ge=0, description="Smallest result (bytes).")
-    max_bytes: int | None = Field(default=None, ge=0, description="Largest result (bytes).")
+    channel: str | None = Field(
+        default=None,
+        description="The conversation's channel.",
+        max_length=queries.MAX_NAME_CHARS,
+        json_schema_extra=NUL_FREE,
+    )
+    # A range whose low end is above its high end is empty: no call matches.
+    min_ms: int | None = Field(default=None, ge=0, le=2**53, description="Shortest duration (ms).")
+    max_ms: int | None = Field(default=None, ge=0, le=2**53, description="Longest duration (ms).")
+    min_bytes: int | None = Field(
+        default=None, ge=0, le=2**53, description="Smallest result (bytes)."
+    )
+    max_bytes: int | None = Field(
+        default=None, ge=0, le=2**53, description="Largest result (bytes)."
+    )
     from_: str | None = Field(
         default=None,
         alias="from",
         description="Calls at or after this ISO 8601 timestamp or day (UTC unless stated).",
+        json_schema_extra=_MOMENT,
     )
     to: str | None = Field(
-        default=None, description="Calls before this timestamp; a day includes the whole day."
+        default=None,
+        description="Calls before this timestamp; a day includes the whole day.",
+        json_schema_extra=_MOMENT,
     )
     sort: Literal["time", "duration", "size"] = "time"
     order: Literal["desc", "asc"] = "desc"
     limit: int = Field(default=50, ge=1, le=queries.MAX_LIMIT)
-    cursor: str | None = Field(default=None, description="`next_cursor` of the previous page.")
+    cursor: str | None = Field(default=None, json_schema_extra=CURSOR_SCHEMA)
 
 
 class CallConversationOut(BaseModel):
@@ -103,16 +134,14 @@ def _filters(query: CallListQuery) -> tuple[queries.CallFilters, Any]:
         raise ApiError(422, f"{field}: {exc.message}", details) from None
     except CursorError:
         message = "not a cursor returned by this API for this sort"
-        raise ApiError(
-            422, f"query.cursor: {message}", [{"field": "query.cursor", "message": message}]
-        ) from None
+        raise cursor_error(query.cursor, message) from None
 
 
 @bp.get(
     "/calls",
     tags=[TAG],
     summary="List tool calls: search arguments and results, filter, sort",
-    responses={200: CallList, **error_responses(422)},
+    responses={200: CallList, **error_responses(404, 422)},
 )
 @endpoint()
 def calls_get(query: CallListQuery):

@@ -21,7 +21,7 @@ from ..queries.conversations import find_conversation
 from ..queries.cursors import CursorError
 from ..queries.records import ConversationRecord
 from . import bp, drafts, serializers
-from .endpoint import endpoint, write_context
+from .endpoint import cursor_error, endpoint, write_context
 from .schemas import (
     WRITE_ERRORS,
     ConversationDetail,
@@ -196,7 +196,7 @@ def conversation_put(path: ConversationPath, body: ConversationPut):
     "/conversations",
     tags=[TAG],
     summary="List conversations, most recently active first",
-    responses={200: ConversationList, **error_responses(422)},
+    responses={200: ConversationList, **error_responses(404, 422)},
 )
 @endpoint()
 def conversations_get(query: ConversationListQuery):
@@ -205,10 +205,7 @@ def conversations_get(query: ConversationListQuery):
     try:
         after = page_start(query.cursor, "recent")
     except CursorError:
-        message = "not a cursor returned by this API"
-        raise ApiError(
-            422, f"query.cursor: {message}", [{"field": "query.cursor", "message": message}]
-        ) from None
+        raise cursor_error(query.cursor, "not a cursor returned by this API") from None
     filters = ListFilters(q=search_text(query.q), channel=query.channel or None)
     page = list_conversations(g.project.id, filters, after=after, limit=query.limit)
     return jsonify(

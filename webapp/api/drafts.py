@@ -6,17 +6,20 @@ from collections.abc import Sequence
 
 from flask import current_app
 
+from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, UsageDraft
 from . import schemas
 
 
 def check_count(field_path: str, count: int, setting: str, what: str) -> None:
-    """422 when a request carries more items than the setting allows."""
+    """413 when a request carries more items than the setting allows: too large, as a body over
+    MAX_BODY_BYTES is, not invalid (the limit is the server's setting, in `GET /meta`, and may
+    count across lists, so the document cannot state it)."""
     limit = current_app.config[setting]
     if count > limit:
-        raise Invalid(
-            field_path, f"{count} {what} in one request; the limit is {limit}", limit=limit
-        )
+        message = f"{count} {what} in one request; the limit is {limit}"
+        details = [{"field": field_path, "message": message, "limit": limit}]
+        raise ApiError(413, f"{field_path}: {message}", details)
 
 
 def sdk_calls(tools: Sequence[schemas.ToolItem]) -> list[CallDraft]:

@@ -45,6 +45,7 @@ from ..db import db, utcnow
 from ..errors import ApiError, answer_as_unique_api, validation_details
 from ..ingest import WriteContext, load_rules
 from ..ingest.transaction import StaleCache, Write, busy, run_write
+from .schemas import CURSOR
 
 
 def _is_json_mimetype(mimetype: str) -> bool:
@@ -110,6 +111,15 @@ def _check_no_nul(path_kwargs: dict[str, Any]) -> None:
             raise ApiError(
                 422, f"{field_path}: {message}", [{"field": field_path, "message": message}]
             )
+
+
+def cursor_error(cursor: str | None, message: str) -> ApiError:
+    """A `cursor` the queries could not read: 422 if it is not of the shape the API's cursors
+    have (the document's pattern), else 404, as for an id that names nothing: a cursor names a
+    page, and the document cannot tell a client which ones exist."""
+    shaped = cursor is not None and CURSOR.fullmatch(cursor) is not None
+    details = [{"field": "query.cursor", "message": message}]
+    return ApiError(404 if shaped else 422, f"query.cursor: {message}", details)
 
 
 def _parse_inputs(

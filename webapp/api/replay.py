@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..db import utcnow
 from ..errors import ApiError
 from ..queries.conversations import find_conversation
-from ..replay.export import OptionError, ReplayQuery, download_filename
+from ..replay.export import NoSuchTurn, OptionError, ReplayQuery, download_filename
 from ..replay.gc_pause import gc_paused
 from ..services import replay_answer
 from ..services.replay_answer import download_encoder, dumps_json, encode_json, plain_json
@@ -110,7 +110,9 @@ def replay_get(path: ConversationPath, query: ReplayQuery):
     except OptionError as exc:
         field = f"query.{exc.field}"
         details = [{"field": field, "message": exc.message}]
-        raise ApiError(422, f"{field}: {exc.message}", details) from None
+        # A turn the conversation does not have is not there, as a conversation may not be.
+        status = 404 if isinstance(exc, NoSuchTurn) else 422
+        raise ApiError(status, f"{field}: {exc.message}", details) from None
 
 
 def json_response(document: dict[str, Any], *, text_messages: bool = False) -> Response:

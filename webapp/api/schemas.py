@@ -27,6 +27,7 @@ from pydantic import (
 
 from ..db import MAX_INT
 from ..models import ROLES, RUN_STATUSES
+from ..redaction import DETECTORS
 
 Role = Literal["system", "user", "assistant"]
 RunStatus = Literal["completed", "failed", "cancelled", "in_progress"]
@@ -76,16 +77,49 @@ def _iso_text(value: Any) -> Any:
     return value
 
 
+def _whole_number(value: Any) -> Any:
+    # JSON Schema's "integer" is any number with a zero fraction: 39916800.0 is one (a
+    # client's JSON encoder may write it so). Strict pydantic refuses it; it is taken as 39916800.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# PostgreSQL cannot store or compare text with NUL in it: `endpoint` refuses NUL in every URL
+# value, `_no_nul` in names and ids. The document says so with this pattern (the server's
+# messages stay its own).
+NO_NUL = "^[^\\x00]*$"
+NUL_FREE = {"pattern": NO_NUL}
+# What `queries.cursors.encode` writes (URL-safe base64 without padding). A cursor of that shape
+# the API did not return names no page: 404 (`endpoint.cursor_error`).
+CURSOR = re.compile(r"[A-Za-z0-9_-]*")
+CURSOR_SCHEMA = {
+    "pattern": f"^{CURSOR.pattern}$",
+    "description": "`next_cursor` of the previous page. A cursor this API did not return (or "
+    "returned for another sort) names no page: 404.",
+}
+
+
+def unless(field: str, values: tuple[str, ...], then: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema for "the object matches `then` unless `field` (required, an enum) is one of
+    `values`": `if`/`then` written as `anyOf`, a form schemathesis's coverage phase follows (it
+    widens `if`/`then` and sends what the server refuses) and so do more client generators."""
+    return {"anyOf": [{"properties": {field: {"enum": list(values)}}}, then]}
+
+
 # Lax (text becomes a datetime after the check above) inside the strict request models.
 Timestamp = Annotated[datetime, Strict(False), BeforeValidator(_iso_text), AfterValidator(_as_utc)]
 # An external id or name as stored in a String(255) column.
-Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
+_NO_NUL_FIELD = Field(json_schema_extra=NUL_FREE)
+Ident = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul), _NO_NUL_FIELD]
 NonEmptyIdent = Annotated[
-    str, StringConstraints(min_length=1, max_length=255), AfterValidator(_no_nul)
+    str, StringConstraints(min_length=1, max_length=255), AfterValidator(_no_nul), _NO_NUL_FIELD
 ]
-ShortName = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
-Index = Annotated[int, Field(ge=0, le=MAX_INT)]
-TokenNumber = Annotated[int, Field(ge=0, le=MAX_INT)]
+ShortName = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul), _NO_NUL_FIELD
+]
+Index = Annotated[int, Field(ge=0, le=MAX_INT), BeforeValidator(_whole_number)]
+TokenNumber = Annotated[int, Field(ge=0, le=MAX_INT), BeforeValidator(_whole_number)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_json_storable)]
 
 
@@ -134,7 +168,8 @@ class MessageToolsCreate(_SdkIn):
 
 class MessageToolsQuery(BaseModel):
     messageIds: str = Field(
-        description="Comma-separated message ids, at most MAX_IDS_PER_REQUEST (200 by default)."
+        description="Comma-separated message ids, at most MAX_IDS_PER_REQUEST (200 by default).",
+        json_schema_extra=NUL_FREE,
     )
 
 
@@ -194,14 +229,24 @@ class RoundCallIn(_CallFields):
     sequence_index: Index | None = None
 
 
+ModelName = Annotated[
+    str, StringConstraints(max_length=200), AfterValidator(_no_nul), _NO_NUL_FIELD
+]
+
+
 class _UsageFields(_In):
-    model: Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)] | None = None
-    provider: Annotated[str, StringConstraints(max_length=64), AfterValidator(_no_nul)] | None = (
-        None
-    )
+    model: ModelName | None = None
+    provider: (
+        Annotated[str, StringConstraints(max_length=64), AfterValidator(_no_nul), _NO_NUL_FIELD]
+        | None
+    ) = None
     input_tokens: TokenNumber | None = None
     output_tokens: TokenNumber | None = None
-    cached_tokens: TokenNumber | None = None
+    cached_tokens: TokenNumber | None = Field(
+        default=None,
+        description="Part of `input_tokens`, as OpenAI counts them. More than `input_tokens` "
+        "(counted apart, as Anthropic does) is stored as sent, without a cost.",
+    )
     created_at: Timestamp | None = None
     started_at: Timestamp | None = Field(
         default=None, description="When the agent sent this LLM service call."
@@ -231,10 +276,25 @@ class RoundUsageIn(_UsageFields):
     """Usage of one round; the round gives round_index."""
 
 
-ModelName = Annotated[str, StringConstraints(max_length=200), AfterValidator(_no_nul)]
+_NONE_OR_EMPTY = {"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]}
 
 
 class MessageIn(_In):
+    # Only assistant messages have tool calls, a run status or usage (`drafts.message`).
+    model_config = ConfigDict(
+        json_schema_extra=unless(
+            "role",
+            ("assistant",),
+            {
+                "properties": {
+                    "status": {"type": "null"},
+                    "tool_calls": _NONE_OR_EMPTY,
+                    "usage": _NONE_OR_EMPTY,
+                }
+            },
+        )
+    )
+
     id: NonEmptyIdent
     role: Role
     content: str | None = None
@@ -307,17 +367,38 @@ class ConversationPut(_In):
 
 
 class ConversationListQuery(BaseModel):
-    channel: str | None = None
-    q: str | None = Field(default=None, description="Search in id and title.")
+    channel: str | None = Field(default=None, json_schema_extra=NUL_FREE)
+    q: str | None = Field(
+        default=None, description="Search in id and title.", json_schema_extra=NUL_FREE
+    )
     limit: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = None
+    cursor: str | None = Field(default=None, json_schema_extra=CURSOR_SCHEMA)
+
+
+def _import_needs(fmt: str, key: str) -> dict[str, Any]:
+    others = tuple(f for f in ImportFormat.__args__ if f != fmt)
+    given: dict[str, Any] = {"type": "array"}
+    if key == "input":
+        given = {"anyOf": [given, {"type": "string"}]}
+    return unless("format", others, {"required": [key], "properties": {key: given}})
 
 
 class ImportCreate(BaseModel):
     """A provider message list. Unknown top-level keys (model, max_tokens...) are ignored, so a
     request body or a replay export's `payload` can be posted as it is (plus `format`)."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # openai-responses reads `input`, the others `messages` (`importers.import_conversation`).
+    model_config = ConfigDict(
+        extra="ignore",
+        strict=True,
+        json_schema_extra={
+            "allOf": [
+                _import_needs("openai-chat", "messages"),
+                _import_needs("openai-responses", "input"),
+                _import_needs("anthropic", "messages"),
+            ]
+        },
+    )
 
     format: ImportFormat
     messages: list[dict[str, Any]] | None = None
@@ -331,10 +412,29 @@ class ImportCreate(BaseModel):
 
 
 class ChannelPut(_In):
-    freshness_seconds: Annotated[int, Field(ge=0, le=MAX_INT)] | None = None
+    freshness_seconds: (
+        Annotated[int, Field(ge=0, le=MAX_INT), BeforeValidator(_whole_number)] | None
+    ) = None
+
+
+def _rule_value(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    others = tuple(k for k in RuleKind.__args__ if k != kind)
+    value = {"type": "array", "minItems": 1, "items": item}
+    return unless("kind", others, {"required": ["value"], "properties": {"value": value}})
 
 
 class RedactionRuleCreate(_In):
+    # What `redaction.validate_rule` asks of `value`, by kind.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                _rule_value("mask", {"enum": list(DETECTORS)}),
+                # Dotted names, none empty, no NUL.
+                _rule_value("redact_paths", {"pattern": "^[^.\\x00]+(\\.[^.\\x00]+)*$"}),
+            ]
+        }
+    )
+
     name: ShortName
     function_name: NonEmptyIdent | None = Field(
         default=None, description="A tool name or glob such as `search_*`; null = every tool."
@@ -352,17 +452,18 @@ class RedactionRuleCreate(_In):
 
 
 class ConversationPath(BaseModel):
-    cid: str
+    cid: str = Field(json_schema_extra=NUL_FREE)
 
 
 class RoundPath(BaseModel):
-    cid: str
-    mid: str
+    cid: str = Field(json_schema_extra=NUL_FREE)
+    mid: str = Field(json_schema_extra=NUL_FREE)
     round_index: Index
 
 
 class ChannelPath(BaseModel):
-    name: str
+    # Checked by the view (`channel_put`), which names the parameter in its 422.
+    name: str = Field(json_schema_extra={"minLength": 1, "maxLength": 200, **NUL_FREE})
 
 
 class RulePath(BaseModel):

@@ -20,7 +20,7 @@ from sqlalchemy import Text, bindparam, select, update
 from ..db import db
 from ..redaction import CompiledRules
 from ..sql import TOOL, json_from_text, new_stamp
-from .errors import Conflict, Invalid, RaceLost
+from .errors import Conflict, Duplicate, Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
 
@@ -84,7 +84,7 @@ def prepare_calls(
         if earlier is None:
             prepared[call.key] = call
         elif _differences(earlier.row, call.row):
-            raise Invalid(
+            raise Duplicate(
                 call.field,
                 f"round {call.key[0]}, sequence {call.key[1]} appears twice in this request "
                 f"with different content (first at {earlier.field})",

@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, delete, select, update
 
 from ..db import db
 from ..sql import CHANNEL, CONVERSATION, TOOL_DEFINITION, dialect_insert
-from .errors import Invalid, RaceLost
+from .errors import Duplicate, Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
 # The writer's hold on its conversation until it commits (PostgreSQL; SQLite has one writer):
@@ -125,12 +125,12 @@ def replace_tool_definitions(conversation_id: int, tools: Sequence[Mapping[str, 
 
 def _check_distinct_names(tools: Sequence[Mapping[str, Any]]) -> None:
     # The unique constraint would refuse the second one; a violation the request causes is a
-    # 422 naming the field, never a lost race that clients retry for ever.
+    # 409 naming the field, never a lost race that clients retry for ever.
     seen: dict[str, int] = {}
     for index, tool in enumerate(tools):
         first = seen.setdefault(tool["name"], index)
         if first != index:
-            raise Invalid(
+            raise Duplicate(
                 f"tools.{index}.name",
                 f"tool {tool['name']!r} is defined twice in this request",
                 duplicate_of=f"tools.{first}",

@@ -22,5 +22,16 @@ class Invalid(ApiError):
         super().__init__(422, f"{field_path}: {message}", details)
 
 
+class Duplicate(Conflict):
+    """The same key twice in one request, for two different things (409): what the second would
+    get if it came in a request of its own after the first. No document schema can say that
+    ids in a list differ, so a client that follows the OpenAPI document can send it; it is not
+    a malformed request (422)."""
+
+    def __init__(self, field_path: str, message: str, duplicate_of: str):
+        details = [{"field": field_path, "message": message, "duplicate_of": duplicate_of}]
+        super().__init__(f"{field_path}: {message}", details)
+
+
 class RaceLost(Exception):
     """A concurrent writer inserted one of our keys first; the request should run again."""

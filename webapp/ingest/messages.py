@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, select, update
 from ..db import db
 from ..sql import MESSAGE, dialect_insert
 from .calls import CallDraft
-from .errors import Conflict, Invalid, RaceLost
+from .errors import Conflict, Duplicate, RaceLost
 from .otlp import OWNED_MESSAGE_PREFIX
 from .usage import UsageDraft
 
@@ -191,7 +191,7 @@ def check_distinct_ids(drafts: Sequence[MessageDraft]) -> None:
     for draft in drafts:
         check_not_otlp_owned(draft.external_id, f"{draft.field}.id")
         if draft.external_id in seen:
-            raise Invalid(
+            raise Duplicate(
                 f"{draft.field}.id",
                 f"message id {draft.external_id!r} appears twice in this request",
                 duplicate_of=seen[draft.external_id],

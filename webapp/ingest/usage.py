@@ -13,7 +13,7 @@ from sqlalchemy import bindparam, select, update
 from ..db import db
 from ..pricing import PriceOverride, cost_for
 from ..sql import SERVICE_CALL
-from .errors import Conflict, Invalid
+from .errors import Conflict, Duplicate
 from .values import clean_text
 
 
@@ -71,7 +71,7 @@ def store_usage(
     for message, draft in usage:
         key = (message["id"], draft.round_index)
         if key in seen:
-            raise Invalid(
+            raise Duplicate(
                 draft.field,
                 f"usage of round {draft.round_index} appears twice in this request",
                 duplicate_of=seen[key],
@@ -144,8 +144,11 @@ def price_usage(
             at=row["created_at"],
             overrides=parsed,
         )
-    except ValueError as exc:
-        raise Invalid(draft.field, str(exc)) from None
+    except ValueError:
+        # Counts the price tables cannot read: more cached tokens than input tokens (a provider
+        # that counts them apart, as Anthropic does). The counts are stored as sent, unpriced;
+        # no document schema can compare two fields, so a client cannot be told to avoid it.
+        return
     if cost is not None:
         row.update(
             cost_usd=Decimal(cost.total_usd),

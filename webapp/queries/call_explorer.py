@@ -155,9 +155,6 @@ def _moment(args: Mapping[str, str], name: str, end: bool) -> datetime | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-_FIELDS = {"from": "time_from", "to": "time_to"}
-
-
 def parse_filters(args: Mapping[str, str]) -> CallFilters:
     """The explorer's filters from query arguments (the page's and the API's)."""
     status = _text(args, "status")
@@ -185,10 +182,9 @@ def parse_filters(args: Mapping[str, str]) -> CallFilters:
         sort=sort,
         order=order,
     )
-    for low, high in (("min_ms", "max_ms"), ("min_bytes", "max_bytes"), ("from", "to")):
-        a, b = getattr(filters, _FIELDS.get(low, low)), getattr(filters, _FIELDS.get(high, high))
-        if a is not None and b is not None and a > b:
-            raise FilterError(high, f"must not be below '{low}'")
+    # A range whose low end is above its high end (min_bytes=9&max_bytes=3) is empty: no call
+    # matches. It is a question with an answer, not a malformed one (an OpenAPI document cannot
+    # compare two parameters, so a client cannot be told to avoid it).
     return filters
 
 

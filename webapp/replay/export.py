@@ -73,6 +73,11 @@ class OptionError(ValueError):
         self.message = message
 
 
+class NoSuchTurn(OptionError):
+    """``as_of=turn:<n>`` for a turn the conversation does not have (yet): well formed, but
+    nothing to show (the API's 404)."""
+
+
 # --- Reading the parameters -------------------------------------------------------------------
 
 
@@ -130,19 +135,37 @@ OptionalTokens = Annotated[
 ]
 
 
+# What `_check_as_of` and `_check_freshness` accept, in the OpenAPI document.
+_AS_OF_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "enum": ["now"]},
+        {"type": "string", "pattern": "^turn:[0-9]{1,9}$"},
+        {"type": "string", "format": "date-time"},
+    ]
+}
+_FRESHNESS_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "enum": ["default", "off"]},
+        {"type": "number", "minimum": 0, "maximum": MAX_FRESHNESS_SECONDS},
+    ]
+}
+
+
 class ReplayQuery(BaseModel):
     """The replay's query parameters (documented in the OpenAPI document from this class)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Format = Field(default="openai-chat", description="Provider format of `payload`.")
-    as_of: Annotated[str, AfterValidator(_check_as_of)] = Field(
+    as_of: Annotated[str, AfterValidator(_check_as_of), WithJsonSchema(_AS_OF_SCHEMA)] = Field(
         default="now",
         description="`now`, `turn:<n>` (1-based: when the user message starting turn n was "
         "stored) or an ISO 8601 time (UTC when it has no offset). Rows created later do not "
         "exist yet.",
     )
-    freshness: Annotated[str, AfterValidator(_check_freshness)] = Field(
+    freshness: Annotated[
+        str, AfterValidator(_check_freshness), WithJsonSchema(_FRESHNESS_SCHEMA)
+    ] = Field(
         default="default",
         description="Freshness window: `default` (the channel's, else the project's), `off`, or "
         "seconds. Results older than the window at `as_of` are left out.",
@@ -260,7 +283,7 @@ def resolve_as_of(raw: str, *, now: datetime, turn_times: Sequence[datetime]) ->
         n = int(turn.group(1))
         if not 1 <= n <= len(turn_times):
             has = f"{len(turn_times)} turn" + ("" if len(turn_times) == 1 else "s")
-            raise OptionError("as_of", f"there is no turn {n}: this conversation has {has}")
+            raise NoSuchTurn("as_of", f"there is no turn {n}: this conversation has {has}")
         return turn_times[n - 1]
     return parse_time(raw)
 
