@@ -105,10 +105,12 @@ def test_two_traces_are_two_folding_trees_with_waterfalls(app, client, project_k
     tool_toggle = row(1100).locator("[data-trace-toggle]")
     tool_toggle.click()
     expect(tool_toggle).to_have_attribute("aria-expanded", "false")
+    expect(row(1100)).to_have_class(re.compile(r"\btrace-hides-error\b"))  # the lookup failed
     expect(row(1901)).to_be_hidden()
     expect(row(1101)).to_be_visible()  # the tool beside it is no child of it
     tool_toggle.click()
     expect(row(1901)).to_be_visible()
+    expect(row(1100)).not_to_have_class(re.compile(r"\btrace-hides-error\b"))
     expect(row(1902)).to_be_hidden()
     # Folding the agent folds its whole trace but the header; the second trace is untouched.
     row(1001).locator("[data-trace-toggle]").click()

@@ -264,16 +264,23 @@
     const expand = toggle.getAttribute("aria-expanded") !== "true";
     toggle.setAttribute("aria-expanded", expand ? "true" : "false");
     let foldedBelow = Infinity; // rows deeper than this are under a folded row
+    let hidesError = false;
     for (let next = row.nextElementSibling; next; next = next.nextElementSibling) {
       const d = Number(next.dataset.depth);
       if (d <= depth) break;
-      if (!expand) { next.hidden = true; continue; }
+      if (!expand) {
+        next.hidden = true;
+        hidesError = hidesError || next.classList.contains("trace-error");
+        continue;
+      }
       if (d > foldedBelow) continue;
       foldedBelow = Infinity;
       next.hidden = false;
       const inner = next.querySelector("[data-trace-toggle]");
       if (inner && inner.getAttribute("aria-expanded") === "false") foldedBelow = d;
     }
+    // A folded row says when an error is among the spans it hides.
+    row.classList.toggle("trace-hides-error", hidesError);
   });
 
   function start() {
