@@ -246,7 +246,9 @@
     if (!custom || !custom.classList.contains("time-custom")) return;
     const isCustom = select.selectedOptions[0] && select.selectedOptions[0].hasAttribute("data-custom");
     custom.hidden = !isCustom;
-    if (!isCustom) custom.querySelectorAll("input").forEach(function (input) { input.value = ""; });
+    // Nothing to ask for until a day or time is entered.
+    if (isCustom) event.stopPropagation();
+    else custom.querySelectorAll("input").forEach(function (input) { input.value = ""; });
   }, true);
 
   // The trace view's span tree: a row's button folds the rows under it (those after it that are

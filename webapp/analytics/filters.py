@@ -10,12 +10,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-__all__ = ["DEFAULT_DAYS", "PRESETS", "ChartFilters", "FilterError", "parse_filters"]
+__all__ = [
+    "DEFAULT_DAYS",
+    "PRESETS",
+    "RANGES",
+    "ChartFilters",
+    "FilterError",
+    "parse_filters",
+    "range_arg",
+]
 
 DEFAULT_DAYS = 30
 PRESETS = (7, 30, 90)
 MAX_DAYS = 3660  # ten years of daily points is still a light chart
 MAX_NAME = 255  # channel and tool names are stored in columns of this size
+# The time range picker's presets (``range=``), on every page that has one and in the API: the
+# last hour, day, week or month up to the moment of the request. A preset stays relative in
+# the URL (a saved view of "last 24 h" shows the last 24 hours whenever it is opened); a custom
+# range is ``from``/``to``.
+RANGES = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+RANGE_LABELS = {"1h": "Last hour", "24h": "Last 24 h", "7d": "Last 7 days", "30d": "Last 30 days"}
 
 
 class FilterError(ValueError):
@@ -33,10 +52,16 @@ class ChartFilters:
     date_to: date
     channel: str | None = None
     tool: str | None = None
+    # A ``range`` preset: its name, and the moment it starts (the charts count from there;
+    # their days are the UTC days it touches).
+    range: str | None = None
+    since: datetime | None = None
 
     @property
     def start(self) -> datetime:
         """First instant of the period (UTC)."""
+        if self.since is not None:
+            return self.since
         return datetime.combine(self.date_from, time.min, tzinfo=UTC)
 
     @property
@@ -53,7 +78,11 @@ class ChartFilters:
 
     def query_args(self) -> dict[str, str]:
         """As URL query arguments, for links, CSV downloads and the address bar."""
-        args = {"from": self.date_from.isoformat(), "to": self.date_to.isoformat()}
+        args: dict[str, str] = {}
+        if self.range:
+            args["range"] = self.range
+        else:
+            args = {"from": self.date_from.isoformat(), "to": self.date_to.isoformat()}
         if self.channel:
             args["channel"] = self.channel
         if self.tool:
@@ -63,8 +92,18 @@ class ChartFilters:
     def preset(self, days: int) -> dict[str, str]:
         """The same filters over the last ``days`` days ending on ``date_to``."""
         args = self.query_args()
+        args.pop("range", None)
+        args["to"] = self.date_to.isoformat()
         args["from"] = (self.date_to - timedelta(days=days - 1)).isoformat()
         return args
+
+
+def range_arg(args: Mapping[str, str]) -> str | None:
+    """The ``range`` preset asked for (None: none); FilterError if it is not one of RANGES."""
+    raw = (args.get("range") or "").strip()
+    if raw and raw not in RANGES:
+        raise FilterError("range", f"must be one of {', '.join(RANGES)}")
+    return raw or None
 
 
 def _day(args: Mapping[str, str], name: str, default: date) -> date:
@@ -84,8 +123,23 @@ def _name(args: Mapping[str, str], name: str) -> str | None:
     return raw or None
 
 
-def parse_filters(args: Mapping[str, str], today: date) -> ChartFilters:
-    """Filters from query arguments; the default period is the last 30 days up to ``today``."""
+def parse_filters(
+    args: Mapping[str, str], today: date, now: datetime | None = None
+) -> ChartFilters:
+    """Filters from query arguments; the default period is the last 30 days up to ``today``.
+    A ``range`` preset (counted back from ``now``) replaces ``from`` and ``to``."""
+    preset = range_arg(args)
+    if preset:
+        moment = now or datetime.combine(today, time.max, tzinfo=UTC)
+        since = moment - RANGES[preset]
+        return ChartFilters(
+            since.date(),
+            moment.date(),
+            _name(args, "channel"),
+            _name(args, "tool"),
+            range=preset,
+            since=since,
+        )
     date_to = _day(args, "to", today)
     date_from = _day(args, "from", date_to - timedelta(days=DEFAULT_DAYS - 1))
     if date_from > date_to:

@@ -78,6 +78,10 @@ class CallListQuery(BaseModel):
         description="Calls before this timestamp; a day includes the whole day.",
         json_schema_extra=_MOMENT,
     )
+    range: Literal["1h", "24h", "7d", "30d"] | None = Field(
+        default=None,
+        description="Calls in the last hour, 24 hours, 7 or 30 days; replaces `from` and `to`.",
+    )
     sort: Literal["time", "duration", "size"] = "time"
     order: Literal["desc", "asc"] = "desc"
     limit: int = Field(default=50, ge=1, le=queries.MAX_LIMIT)

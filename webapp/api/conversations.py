@@ -11,6 +11,8 @@ from flask import g, jsonify
 from flask_openapi3 import Tag
 
 from .. import ingest
+from ..analytics.filters import RANGES
+from ..db import utcnow
 from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
 from ..ingest.importers import ImportedConversation, ImportFormatError, import_conversation
@@ -206,7 +208,12 @@ def conversations_get(query: ConversationListQuery):
         after = page_start(query.cursor, "recent")
     except CursorError:
         raise cursor_error(query.cursor, "not a cursor returned by this API") from None
-    filters = ListFilters(q=search_text(query.q), channel=query.channel or None)
+    filters = ListFilters(
+        q=search_text(query.q),
+        channel=query.channel or None,
+        range=query.range,
+        since=utcnow() - RANGES[query.range] if query.range else None,
+    )
     page = list_conversations(g.project.id, filters, after=after, limit=query.limit)
     return jsonify(
         {

@@ -371,6 +371,10 @@ class ConversationListQuery(BaseModel):
     q: str | None = Field(
         default=None, description="Search in id and title.", json_schema_extra=NUL_FREE
     )
+    range: Literal["1h", "24h", "7d", "30d"] | None = Field(
+        default=None,
+        description="Conversations active in the last hour, 24 hours, 7 or 30 days.",
+    )
     limit: int = Field(default=50, ge=1, le=200)
     cursor: str | None = Field(default=None, json_schema_extra=CURSOR_SCHEMA)
 

@@ -13,7 +13,7 @@ sort is refused.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import Float, Text, and_, case, cast, false, func, literal, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from ..analytics.filters import RANGES, range_arg
+from ..analytics.filters import FilterError as RangeError
 from ..db import db
 from ..models import Channel, Conversation, Message, Project, ToolInvocation
 from ..sql import (
@@ -76,6 +78,7 @@ class CallFilters:
     time_to: datetime | None = None  # calls before (UTC; a day given as `to` includes it)
     sort: str = "time"
     order: str = "desc"
+    range: str | None = None  # a preset (RANGES): time_from is that long before the request
 
     def query_args(self) -> dict[str, str]:
         """The filters as URL query arguments (defaults left out), for links and the URL bar."""
@@ -86,10 +89,13 @@ class CallFilters:
         for name in ("min_ms", "max_ms", "min_bytes", "max_bytes"):
             if getattr(self, name) is not None:
                 args[name] = str(getattr(self, name))
-        if self.time_from:
-            args["from"] = self.time_from.isoformat()
-        if self.time_to:
-            args["to"] = self.time_to.isoformat()
+        if self.range:
+            args["range"] = self.range
+        else:
+            if self.time_from:
+                args["from"] = self.time_from.isoformat()
+            if self.time_to:
+                args["to"] = self.time_to.isoformat()
         if self.sort != "time":
             args["sort"] = self.sort
         if self.order != "desc":
@@ -155,8 +161,13 @@ def _moment(args: Mapping[str, str], name: str, end: bool) -> datetime | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def parse_filters(args: Mapping[str, str]) -> CallFilters:
-    """The explorer's filters from query arguments (the page's and the API's)."""
+def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> CallFilters:
+    """The explorer's filters from query arguments (the page's and the API's). A ``range``
+    preset (the last 1h, 24h, 7d, 30d before ``now``) replaces ``from`` and ``to``."""
+    try:
+        preset = range_arg(args)
+    except RangeError as exc:
+        raise FilterError(exc.field, exc.message) from None
     status = _text(args, "status")
     if status:
         status = status.replace("_", "-")
@@ -182,6 +193,9 @@ def parse_filters(args: Mapping[str, str]) -> CallFilters:
         sort=sort,
         order=order,
     )
+    if preset:
+        since = (now or datetime.now(UTC)) - RANGES[preset]
+        filters = replace(filters, range=preset, time_from=since, time_to=None)
     # A range whose low end is above its high end (min_bytes=9&max_bytes=3) is empty: no call
     # matches. It is a question with an answer, not a malformed one (an OpenAPI document cannot
     # compare two parameters, so a client cannot be told to avoid it).

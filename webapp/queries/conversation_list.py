@@ -47,6 +47,10 @@ class ListFilters:
     date_from: date | None = None  # last activity on or after this day (UTC)
     date_to: date | None = None  # last activity on or before this day (UTC)
     sort: str = "recent"
+    # A time range preset (1h, 24h, 7d, 30d): last activity at or after `since`, that long
+    # before the request; it replaces date_from and date_to.
+    range: str | None = None
+    since: datetime | None = None
 
     def query_args(self) -> dict[str, str]:
         """The filters as URL query arguments (defaults left out), for links and the URL bar."""
@@ -58,6 +62,8 @@ class ListFilters:
         for name in ("has_errors", "missing_responses", "failed_runs"):
             if getattr(self, name):
                 args[name] = "1"
+        if self.range:
+            args["range"] = self.range
         if self.date_from:
             args["from"] = self.date_from.isoformat()
         if self.date_to:
@@ -157,6 +163,8 @@ def filter_conditions(project_id: int, filters: ListFilters) -> list[ColumnEleme
         conditions.append(c.updated_at >= _start_of(filters.date_from))
     if filters.date_to:
         conditions.append(c.updated_at < _start_of(filters.date_to + timedelta(days=1)))
+    if filters.since is not None:
+        conditions.append(c.updated_at >= filters.since)
     return conditions
 
 

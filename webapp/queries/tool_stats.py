@@ -35,7 +35,15 @@ class ToolStats:
         return self.errors / self.calls if self.calls else 0.0
 
 
-def _aggregates(project_id: int, function_name: str | None) -> list[Any]:
+def _period(since: datetime | None, until: datetime | None) -> list[Any]:
+    """Calls made at or after ``since`` and before ``until`` (the time range picker's)."""
+    return [
+        *([T.created_at >= since] if since is not None else []),
+        *([T.created_at < until] if until is not None else []),
+    ]
+
+
+def _aggregates(project_id: int, function_name: str | None, period: list[Any]) -> list[Any]:
     stmt = (
         select(
             T.function_name,
@@ -46,7 +54,7 @@ def _aggregates(project_id: int, function_name: str | None) -> list[Any]:
             func.avg(T.response_tokens).label("avg_tokens"),
             func.max(T.created_at).label("last_seen"),
         )
-        .where(T.project_id == project_id)
+        .where(T.project_id == project_id, *period)
         .group_by(T.function_name)
         .order_by(func.count().desc(), T.function_name)
     )
@@ -55,11 +63,13 @@ def _aggregates(project_id: int, function_name: str | None) -> list[Any]:
     return list(db.session.execute(stmt))
 
 
-def _percentiles(project_id: int, function_name: str | None) -> dict[str, dict[str, float | int]]:
+def _percentiles(
+    project_id: int, function_name: str | None, period: list[Any]
+) -> dict[str, dict[str, float | int]]:
     """{function_name: {"p50": ms, "p95": ms, "timed": n}} from calls with start and end."""
     duration = duration_ms(T.started_at, T.ended_at)
     timed = select(T.function_name, duration.label("ms")).where(
-        T.project_id == project_id, T.started_at.is_not(None), T.ended_at.is_not(None)
+        T.project_id == project_id, T.started_at.is_not(None), T.ended_at.is_not(None), *period
     )
     if function_name is not None:
         timed = timed.where(T.function_name == function_name)
@@ -87,11 +97,19 @@ def _percentiles(project_id: int, function_name: str | None) -> dict[str, dict[s
     return result
 
 
-def tool_stats(project_id: int, function_name: str | None = None) -> list[ToolStats]:
-    """Statistics per function name (two queries), most used first."""
-    percentiles = _percentiles(project_id, function_name)
+def tool_stats(
+    project_id: int,
+    function_name: str | None = None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[ToolStats]:
+    """Statistics per function name (two queries), most used first, over the calls made in
+    [since, until) when given."""
+    period = _period(since, until)
+    percentiles = _percentiles(project_id, function_name, period)
     stats = []
-    for row in _aggregates(project_id, function_name):
+    for row in _aggregates(project_id, function_name, period):
         p = percentiles.get(row.function_name, {})
         stats.append(
             ToolStats(

@@ -33,6 +33,7 @@ def register(app: Flask) -> None:
 
 
 def _template_helpers(app: Flask) -> None:
+    from ..analytics.filters import RANGE_LABELS
     from .assets import PLOTLY_VERSION
     from .context import current_project, switcher_projects
     from .conversations.address import conversation_address
@@ -58,4 +59,5 @@ def _template_helpers(app: Flask) -> None:
         current_project=current_project,
         switcher_projects=switcher_projects,
         toolscope_version=__version__,
+        range_labels=RANGE_LABELS,
     )

@@ -58,7 +58,8 @@ ATTRIBUTION_MAX_CONVERSATIONS = 200
 
 def filters_arg() -> ChartFilters:
     """The period, channel and tool filters of the request (FilterError if unusable)."""
-    return parse_filters(request.args, utcnow().date())
+    now = utcnow()
+    return parse_filters(request.args, now.date(), now)
 
 
 def bad_argument(exc: FilterError | OptionError, fmt: str = "html"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import request
+from flask import request, url_for
 
 from ..analytics.filters import PRESETS, FilterError
+from ..queries import call_explorer
 from ..queries import tool_stats as queries
 from ..queries.cursors import encode
 from . import charts
@@ -16,6 +17,7 @@ from .common import (
     bad_parameter_response,
     cursor_arg,
     not_found,
+    push_url,
     respond,
     twin_get,
     wants_fragment,
@@ -47,13 +49,31 @@ def tools_get(fmt: str):
         return bad_parameter_response(
             BadParameter("sort", f"must be one of name, {', '.join(SORT_KEYS)}"), fmt
         )
-    stats = queries.tool_stats(current_project().id)
+    try:  # the time range picker's arguments, read as the calls explorer reads them
+        period = call_explorer.parse_filters(
+            {name: request.args.get(name, "") for name in ("range", "from", "to")}
+        )
+    except call_explorer.FilterError as exc:
+        return bad_parameter_response(BadParameter(exc.field, exc.message), fmt)
+    stats = queries.tool_stats(
+        current_project().id, since=period.time_from, until=period.time_to
+    )
     if sort == "name":
         stats.sort(key=lambda s: s.function_name)
     else:
         stats.sort(key=SORT_KEYS[sort], reverse=True)
-    data = {"object": "list", "data": stats, "sort": sort}
-    return respond(data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data"))
+    data = {
+        "object": "list",
+        "data": stats,
+        "sort": sort,
+        "period": period,
+        "filter_args": period.query_args(),
+    }
+    response = respond(data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data"))
+    if wants_fragment():  # the picker's request: the address bar shows the range's URL
+        sorting = {"sort": sort} if sort != "calls" else {}
+        return push_url(response, url_for("tools.tools_get", **sorting, **data["filter_args"]))
+    return response
 
 
 @twin_get(bp, "/tools/usage")

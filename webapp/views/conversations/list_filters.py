@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import date
+from datetime import UTC, date, datetime
 
+from ...analytics.filters import RANGES, FilterError, range_arg
 from ...queries.conversation_list import MAX_QUERY_CHARS, SORTS, ListFilters, search_text
 from ..common import BadParameter
 
@@ -25,14 +26,20 @@ def _day(args: Mapping[str, str], name: str) -> date | None:
         raise BadParameter(name, "must be a date like 2026-03-10") from None
 
 
-def parse_filters(args: Mapping[str, str]) -> ListFilters:
+def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> ListFilters:
+    """A ``range`` preset (last activity in the last 1h, 24h, 7d, 30d before ``now``) replaces
+    the days ``from`` and ``to``."""
+    try:
+        preset = range_arg(args)
+    except FilterError as exc:
+        raise BadParameter(exc.field, exc.message) from None
     q = search_text(args.get("q"))
     if len(q) > MAX_QUERY_CHARS:
         raise BadParameter("q", f"at most {MAX_QUERY_CHARS} characters")
     sort = args.get("sort", "").strip() or "recent"
     if sort not in SORTS:
         raise BadParameter("sort", f"must be one of {', '.join(SORTS)}")
-    date_from, date_to = _day(args, "from"), _day(args, "to")
+    date_from, date_to = (None, None) if preset else (_day(args, "from"), _day(args, "to"))
     if date_from and date_to and date_from > date_to:
         raise BadParameter("to", "must not be before 'from'")
     return ListFilters(
@@ -44,4 +51,6 @@ def parse_filters(args: Mapping[str, str]) -> ListFilters:
         date_from=date_from,
         date_to=date_to,
         sort=sort,
+        range=preset,
+        since=(now or datetime.now(UTC)) - RANGES[preset] if preset else None,
     )
