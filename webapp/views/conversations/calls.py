@@ -40,8 +40,8 @@ def _detail_data(detail: queries.CallDetail) -> dict:
             imported=detail.message_imported,
         ),
         "duration_ms": model.call_duration_ms(call),
-        "arguments": render_value(call.arguments),
-        "response": render_text(detail.response),
+        "arguments": render_value(call.arguments, tree=True),
+        "response": render_text(detail.response, tree=True),
         "response_text": detail.response,
         "token_method": detail.token_method,
         "arguments_bytes": detail.arguments_bytes,
@@ -84,9 +84,9 @@ def call_field_get(call_id: int, field: str):
     """One folded field in full ("show all")."""
     detail = or_404(queries.get_call(current_project().id, call_id), "tool call")
     content = (
-        render_value(detail.call.arguments, limit=None)
+        render_value(detail.call.arguments, limit=None, tree=True)
         if field == "arguments"
-        else render_text(detail.response, limit=None)
+        else render_text(detail.response, limit=None, tree=True)
     )
     data = {
         "call": detail.call,

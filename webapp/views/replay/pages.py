@@ -55,6 +55,7 @@ from ..context import current_project
 from ..highlight import (
     RenderedContent,
     fold,
+    fold_tree,
     highlight_json_text,
     pretty_json,
     render_text,
@@ -144,13 +145,16 @@ def result_context(built: BuiltReplay, *, marks: tuple[str, ...] | None = None) 
     }
 
 
-def raw_json(payload: dict[str, Any]) -> tuple[Markup, bool]:
-    """The payload pretty-printed and highlighted (escaped), and whether it was cut short.
+def raw_json(payload: dict[str, Any]) -> tuple[Markup, bool, bool]:
+    """The payload pretty-printed and highlighted (escaped), whether it was cut short, and
+    whether it is a foldable tree (shown whole and within the tree's bounds, see
+    ``highlight.fold_tree``).
 
     Only the first ``RAW_JSON_CHARS`` are encoded: the encoder streams, so a 10 MB payload
     costs no more than a small one. The download and the copy button have all of it."""
     if _show_all():
-        return render_value(payload, limit=None).html, False
+        rendered = render_value(payload, limit=None, tree=True)
+        return rendered.html, False, rendered.foldable
     pieces: list[str] = []
     size = 0
     for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(payload):
@@ -159,7 +163,10 @@ def raw_json(payload: dict[str, Any]) -> tuple[Markup, bool]:
         if size > RAW_JSON_CHARS:
             break
     shown, folded = fold("".join(pieces), RAW_JSON_CHARS)
-    return highlight_json_text(shown), folded
+    tree = None if folded else fold_tree(payload)
+    if tree is not None:
+        return tree, False, True
+    return highlight_json_text(shown), folded, False
 
 
 def _links(conversation: ConversationRecord, query: ReplayQuery) -> dict[str, str]:
@@ -195,7 +202,7 @@ def preview_context(
     }
     if built is not None:
         data.update(result_context(built))
-        data["raw_json"], data["raw_folded"] = raw_json(built.result.payload)
+        data["raw_json"], data["raw_folded"], data["raw_foldable"] = raw_json(built.result.payload)
         data.update(_links(conversation, built.query))
     return data
 
