@@ -1,4 +1,4 @@
-"""The writer processes of tests/test_multi_server.py. A module of its own that imports
+"""The writer processes of tests/test_server_multi_server.py. A module of its own that imports
 nothing of Toolscope: each of the 8 spawned processes imports it, and a process that imported
 the app would spend seconds of the machine's two cores doing so."""
 

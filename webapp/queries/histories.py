@@ -237,7 +237,7 @@ def _tuples(statement: Select[Any]) -> list[tuple[Any, ...]]:
     top of the fetch for a 10,000-call conversation (32 ms instead of 23 on SQLite). Only for
     selects whose columns need no result processing: times are read with ``_times``, JSON as
     text, and booleans, which SQLite gives as 0 and 1, through ``bool()`` where they are read
-    (tests/test_history_tuples.py compares each select's tuples with SQLAlchemy's rows)."""
+    (tests/test_reads_history_tuples.py compares each select's tuples with SQLAlchemy's rows)."""
     result = db.session.connection().execute(statement)
     try:
         rows: list[tuple[Any, ...]] = result.cursor.fetchall()  # type: ignore[union-attr]

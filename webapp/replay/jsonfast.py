@@ -33,7 +33,7 @@ import orjson
 from pydantic_core import from_json
 
 # The nesting depth pydantic-core's parser allows (its fixed recursion limit). JSON nested
-# deeper is not parsed. tests/test_jsonfast.py pins the limit, so a change to it is noticed.
+# deeper is not parsed. tests/test_replay_jsonfast.py pins the limit, so a change to it is noticed.
 MAX_DEPTH = 200
 
 
@@ -106,7 +106,7 @@ def parse_container(text: str | None) -> dict[str, Any] | list[Any] | None:
 _NO_TEXT = operator.itemgetter(slice(0, 0))
 # How the standard library spells a float that orjson spells otherwise: an exponent (1e-05,
 # 1e+16; orjson writes 0.00001 and 1e16) and the constants that are not JSON (orjson: null).
-# Every other float is spelled alike (tests/test_jsonfast.py compares them).
+# Every other float is spelled alike (tests/test_replay_jsonfast.py compares them).
 _SPELLED_OTHERWISE = ("e+", "e-", "NaN", "Infinity")
 # What the standard library escapes and orjson does not: DEL and everything beyond ASCII.
 _ESCAPED = re.compile(rb"[\x7f-\xff]+")
