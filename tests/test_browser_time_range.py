@@ -49,11 +49,14 @@ def test_the_picker_sets_the_url_and_the_lists_follow(app, project_key, tab, sch
     page.goto("/conversations")
     rows = page.locator("#conv-rows tr[data-row-id]")
     expect(rows).to_have_count(4)
+    total = page.locator(".list-total")
+    expect(total).to_have_text("4 conversations")
     custom = page.locator(".time-custom")
     expect(custom).to_be_hidden()
     page.select_option("select[name=range]", "24h")
     expect(page).to_have_url(re.compile(r"/conversations\?range=24h$"))
     expect(rows).to_have_count(2)
+    expect(total).to_have_text("2 conversations match")
     screenshot(page, f"time-range-conversations-{scheme}", full_page=False)
     # Custom range: the day inputs appear; a preset empties and hides them again.
     page.select_option("select[name=range]", label="Custom range")
@@ -79,6 +82,7 @@ def test_the_picker_sets_the_url_and_the_lists_follow(app, project_key, tab, sch
     page.select_option("select[name=range]", "7d")
     expect(page).to_have_url(re.compile(r"/calls\?range=7d$"))
     expect(call_rows).to_have_count(6)
+    expect(total).to_have_text("6 calls match")
     screenshot(page, f"time-range-calls-{scheme}", full_page=False)
 
     page.goto("/tools")

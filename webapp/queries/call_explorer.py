@@ -460,3 +460,24 @@ def _row(r: Any, sort: str) -> CallRow:
         channel=r.channel,
         sort_value=sort_value,
     )
+
+# The explorer's total counts at most this many matches ("10,000+").
+TOTAL_CAP = 10_000
+
+
+def count_calls(
+    project_id: int,
+    filters: CallFilters,
+    *,
+    now: datetime,
+    token_cap: int | None,
+    cap: int = TOTAL_CAP,
+) -> int:
+    """How many calls match ``filters``, counted up to ``cap + 1`` in one statement (above
+    ``cap`` reads "more than cap"): the filters of ``list_calls``, without its sort."""
+    matching = select(T.id)
+    if filters.channel or filters.status == "stale":
+        matching = _joined(matching)
+    statuses = status_conditions(now, token_cap)
+    matching = matching.where(*filter_conditions(project_id, filters, statuses)).limit(cap + 1)
+    return db.session.scalar(select(func.count()).select_from(matching.subquery())) or 0

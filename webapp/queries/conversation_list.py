@@ -30,6 +30,8 @@ SORTS = ("recent", "oldest", "calls", "errors", "tokens")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 MAX_QUERY_CHARS = 200
+# The list's total counts at most this many matches ("10,000+"): one bounded COUNT per search.
+TOTAL_CAP = 10_000
 
 
 def search_text(raw: str | None) -> str:
@@ -71,6 +73,11 @@ class ListFilters:
         if self.sort != "recent":
             args["sort"] = self.sort
         return args
+
+    @property
+    def active(self) -> bool:
+        """Whether anything narrows the list (its total then says "match")."""
+        return any(v != "sort" for v in self.query_args())
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,15 @@ def filter_conditions(project_id: int, filters: ListFilters) -> list[ColumnEleme
     if filters.since is not None:
         conditions.append(c.updated_at >= filters.since)
     return conditions
+
+
+def count_conversations(project_id: int, filters: ListFilters, cap: int = TOTAL_CAP) -> int:
+    """How many conversations match ``filters``, counted up to ``cap + 1`` (one statement; a
+    result above ``cap`` means "more than cap", so a broad filter costs no more than that)."""
+    matching = (
+        select(Conversation.id).where(*filter_conditions(project_id, filters)).limit(cap + 1)
+    )
+    return db.session.scalar(select(func.count()).select_from(matching.subquery())) or 0
 
 
 def _project_aggregate(project_id: int, sort: str):

@@ -13,7 +13,7 @@ from ..queries.projects import channel_names, tool_names
 from ..services.call_list import call_item
 from .common import BadParameter, bad_parameter_response, page_limit, twin_get, wants_json
 from .context import current_project
-from .paged_list import list_context, page_start, respond_list, wants_page
+from .paged_list import list_context, page_start, respond_list, wants_page, wants_total
 from .security import dashboard_blueprint
 
 bp = dashboard_blueprint("calls", __name__)
@@ -58,8 +58,18 @@ def calls_get(fmt: str):
         after=after,
         limit=limit,
     )
+    total = None
+    if wants_total(fmt, after):  # the total above the list, for a new page or search
+        total = queries.count_calls(
+            project.id,
+            filters,
+            now=utcnow(),
+            token_cap=current_app.config["REPLAY_RESULT_TOKEN_CAP"],
+        )
     data = {
         **list_context(page, filters, limit),
+        "total": total,
+        "total_cap": queries.TOTAL_CAP,
         "status_labels": STATUS_LABELS,
         "sort_labels": SORT_LABELS,
         "project": project,

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, request, url_for
 
 from ..queries.cursors import CursorError, KeysetPage
-from .common import BadParameter, push_url, respond, wants_fragment
+from .common import BadParameter, push_url, respond, wants_fragment, wants_json
 
 Position = tuple[Any, int] | None
 
@@ -26,6 +26,12 @@ def page_start(start: Callable[[str | None, str], Position], sort: str) -> Posit
 def wants_page(fmt: str) -> bool:
     """The whole page is asked for: it needs what its filter form offers (channels, tools)."""
     return not wants_fragment() and fmt != "json"
+
+
+def wants_total(fmt: str, after: Position) -> bool:
+    """The page or a new search's results, shown as HTML: they say how many rows match (the
+    next rows after a cursor and the JSON twin do not count them)."""
+    return after is None and fmt != "json" and not wants_json(fmt)
 
 
 def list_context(page: KeysetPage[Any], filters: Any, limit: int) -> dict[str, Any]:

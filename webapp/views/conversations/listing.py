@@ -10,7 +10,7 @@ from ...queries import conversation_list as queries
 from ...queries.projects import channel_names
 from ..common import BadParameter, bad_parameter_response, page_limit, twin_get
 from ..context import current_project, current_project_id
-from ..paged_list import list_context, page_start, respond_list, wants_page
+from ..paged_list import list_context, page_start, respond_list, wants_page, wants_total
 from . import bp
 from .list_filters import parse_filters
 
@@ -46,8 +46,12 @@ def conversations_get(fmt: str):
     # Read before the page so that nothing written meanwhile is missed by the live poll.
     newest = queries.newest_activity(project.id) if live else None
     page = queries.list_conversations(project.id, filters, after=after, limit=limit)
+    # The total above the list: for a new page or search, not for the next rows nor the twin.
+    total = queries.count_conversations(project.id, filters) if wants_total(fmt, after) else None
     data = {
         **list_context(page, filters, limit),
+        "total": total,
+        "total_cap": queries.TOTAL_CAP,
         "live_since": newest.isoformat() if newest else None,
         "poll_seconds": LIST_POLL_SECONDS,
         "project": project,
