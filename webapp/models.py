@@ -449,10 +449,53 @@ PG_SEARCH_DDL = (
 )
 
 
+# --- The calls explorer's sort indexes ---------------------------------------------------------
+#
+# The explorer (webapp.queries.call_explorer) sorts a project's calls by duration and by result
+# size, keyset-paged on (key, id). These indexes hold exactly its sort keys, after the project:
+# a page walks the index from the cursor on, whatever the number of calls, as the time sort
+# walks (project_id, created_at, id). The explorer writes its keys as these same texts (with the
+# table's name): SQLite uses an index on an expression only for the very same expression, and
+# never for one with bound parameters. The duration is `webapp.sql.duration_ms`'s (exact to the
+# microsecond), -1 without one; the size -1 without one.
+_CALL_DURATION_KEY = {
+    "sqlite": "coalesce(round((julianday(substr({t}ended_at, 1, 19)) - "
+    "julianday(substr({t}started_at, 1, 19))) * 86400.0) * 1000.0 + "
+    "(CAST(substr({t}ended_at, 21, 6) AS INTEGER) - "
+    "CAST(substr({t}started_at, 21, 6) AS INTEGER)) / 1000.0, -1.0)",
+    "postgresql": "coalesce(CAST(EXTRACT(epoch FROM {t}ended_at - {t}started_at) AS FLOAT) "
+    "* 1000.0, -1.0)",
+}
+_CALL_SIZE_KEY = "coalesce({t}response_bytes, -1)"
+CALL_SORT_INDEXES = {
+    "ix_tool_invocation_duration": "duration",
+    "ix_tool_invocation_size": "size",
+}
+
+
+def call_sort_key_sql(sort: str, dialect: str, table: str = "tool_invocation") -> str:
+    """The SQL text of the explorer's ``duration`` or ``size`` key (``table`` "" for an index)."""
+    prefix = f"{table}." if table else ""
+    key = _CALL_DURATION_KEY[dialect] if sort == "duration" else _CALL_SIZE_KEY
+    return key.format(t=prefix)
+
+
+def call_sort_index_ddl(dialect: str) -> tuple[str, ...]:
+    return tuple(
+        f"CREATE INDEX IF NOT EXISTS {name} ON tool_invocation "
+        f"(project_id, ({call_sort_key_sql(sort, dialect, '')}), id)"
+        for name, sort in CALL_SORT_INDEXES.items()
+    )
+
+
 def is_search_object(name: str | None) -> bool:
-    """The search objects above, which the models do not declare (Alembic's comparison of
-    models and migrations leaves them out)."""
-    return bool(name) and (name.startswith(CALL_FTS) or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN))
+    """The search objects above and the explorer's expression indexes, which the models do not
+    declare (Alembic's comparison of models and migrations leaves them out)."""
+    return bool(name) and (
+        name.startswith(CALL_FTS)
+        or name in (PG_SEARCH_INDEX, PG_SEARCH_COLUMN)
+        or name in CALL_SORT_INDEXES
+    )
 
 
 def _after_table_create(table: Any, sqlite: tuple[str, ...], postgresql: tuple[str, ...]) -> None:
@@ -464,6 +507,9 @@ def _after_table_create(table: Any, sqlite: tuple[str, ...], postgresql: tuple[s
 
 
 _after_table_create(ToolInvocation.__table__, SQLITE_SEARCH_DDL, PG_SEARCH_DDL)
+_after_table_create(
+    ToolInvocation.__table__, call_sort_index_ddl("sqlite"), call_sort_index_ddl("postgresql")
+)
 for _statement in SQLITE_SEARCH_DROP:
     event.listen(
         ToolInvocation.__table__, "before_drop", DDL(_statement).execute_if(dialect="sqlite")

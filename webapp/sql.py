@@ -17,6 +17,7 @@ from sqlalchemy.sql.expression import FunctionElement
 from .db import JSONType, db
 from .models import (
     CALL_FTS,
+    PG_SEARCH_COLUMN,
     PG_SEARCH_DOCUMENT,
     Channel,
     Conversation,
@@ -32,6 +33,7 @@ CONVERSATION = Conversation.__table__
 SERVICE_CALL = ServiceCall.__table__
 CHANNEL = Channel.__table__
 TOOL_DEFINITION = ToolDefinition.__table__
+PG_SEARCH_TABLE = "tool_invocation"
 
 
 def new_stamp() -> int:
@@ -146,13 +148,16 @@ def search_words(q: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(q)][:MAX_SEARCH_WORDS]
 
 
-def call_text_matches(table: Any, q: str, *, per_row: bool = False) -> ColumnElement[bool]:
+def call_text_matches(
+    table: Any, q: str, *, per_row: bool = False, drive: bool = False
+) -> ColumnElement[bool]:
     """Calls whose arguments or result contain every word of ``q`` (whole words, any order,
     case-insensitive). No word at all matches nothing.
 
     SQLite: the matching ids as a set (read once, then looked up), or with ``per_row`` a check
     of each row as the query walks them (for a word in most calls, where reading every
-    match first would cost more than the page)."""
+    match first would cost more than the page). PostgreSQL: with ``drive`` (a selective
+    search), the matching ids as a set read first from the index."""
     words = search_words(q)
     if not words:
         return literal(False)
@@ -165,18 +170,37 @@ def call_text_matches(table: Any, q: str, *, per_row: bool = False) -> ColumnEle
             ).bindparams(fts_query=query)
         fts = text(f"SELECT rowid FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query")
         return table.c.id.in_(fts.bindparams(fts_query=query).columns(rowid=Integer))
+    if drive:
+        # The matching ids read from the GIN index first, behind a fence (OFFSET 0: the planner
+        # may not pull the subquery up), then looked up by id: its statistics cannot tell a
+        # rare word from a common one, and it walked the project's calls in time order checking
+        # each, every call of the project for a word in none of them (2.8 s at 1M calls).
+        return text(
+            f"{PG_SEARCH_TABLE}.id IN (SELECT search_match.id FROM (SELECT id FROM "
+            f"{PG_SEARCH_TABLE} WHERE {PG_SEARCH_COLUMN} @@ plainto_tsquery('simple'::regconfig, "
+            ":ts_query) OFFSET 0) AS search_match)"
+        ).bindparams(ts_query=" ".join(words))
     return text(
         f"{PG_SEARCH_DOCUMENT} @@ plainto_tsquery('simple'::regconfig, :ts_query)"
     ).bindparams(ts_query=" ".join(words))
 
 
 def search_match_count(q: str, cap: int) -> int | None:
-    """SQLite: how many calls of any project match ``q``, counted up to ``cap + 1`` (one
-    query, a few ms): whether a search is selective enough to drive the query from the index.
-    None on PostgreSQL, whose planner has statistics of its own."""
+    """How many calls of any project match ``q``, counted up to ``cap + 1`` (one query, a few
+    ms, from the search index): whether a search is selective enough to drive the query from
+    the index (neither planner can tell from its statistics)."""
     words = search_words(q)
-    if dialect_name() != "sqlite" or not words:
+    if not words:
         return None
+    if dialect_name() != "sqlite":
+        return db.session.execute(
+            text(
+                f"SELECT count(*) FROM (SELECT 1 FROM {PG_SEARCH_TABLE} WHERE "
+                f"{PG_SEARCH_COLUMN} @@ plainto_tsquery('simple'::regconfig, :ts_query) "
+                "LIMIT :cap) AS found"
+            ),
+            {"ts_query": " ".join(words), "cap": cap + 1},
+        ).scalar_one()
     query = " ".join(f'"{w}"' for w in words)
     return db.session.execute(
         text(

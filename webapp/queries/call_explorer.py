@@ -18,18 +18,31 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Float, Text, and_, case, cast, false, func, literal, select
+from sqlalchemy import (
+    Float,
+    Integer,
+    Text,
+    and_,
+    case,
+    cast,
+    false,
+    func,
+    literal,
+    literal_column,
+    select,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from ..analytics.filters import RANGES, range_arg
 from ..analytics.filters import FilterError as RangeError
 from ..db import db
-from ..models import Channel, Conversation, Message, Project, ToolInvocation
+from ..models import Channel, Conversation, Message, Project, ToolInvocation, call_sort_key_sql
 from ..sql import (
     CONTENT_NOT_CAPTURED,
     after_key,
     awaiting_response,
     call_text_matches,
+    dialect_name,
     duration_ms,
     older_than,
     search_match_count,
@@ -292,10 +305,13 @@ def _duration() -> ColumnElement[float]:
 
 
 def _sort_key(sort: str) -> ColumnElement[Any]:
-    if sort == "duration":
-        return func.coalesce(_duration(), literal(-1.0, Float))
-    if sort == "size":
-        return func.coalesce(T.response_bytes, -1)
+    """The keyset's first column. Duration and size are the expressions of their indexes, as
+    text (webapp.models.call_sort_key_sql): the duration of ``webapp.sql.duration_ms``, -1 for
+    none; the size, -1 for none."""
+    if sort in ("duration", "size"):
+        return literal_column(
+            call_sort_key_sql(sort, dialect_name()), Float if sort == "duration" else Integer
+        )
     return T.created_at
 
 
@@ -307,29 +323,37 @@ def filter_conditions(
     search_drives: bool = False,
     per_row: bool = False,
 ) -> list[ColumnElement[bool]]:
-    """``search_drives``: the search is selective: keep SQLite from walking the project's
-    index (``+ 0`` hides the column from it) so that it starts from the search's matches."""
+    """``search_drives``: the search is selective: keep the planner from walking the
+    project's index (``+ 0`` hides the column from it) so that it starts from the search's
+    matches."""
     project = T.project_id + 0 if search_drives else T.project_id
     conditions: list[ColumnElement[bool]] = [project == project_id]
     if filters.q:
-        conditions.append(call_text_matches(T.__table__, filters.q, per_row=per_row))
+        conditions.append(
+            call_text_matches(T.__table__, filters.q, per_row=per_row, drive=search_drives)
+        )
     if filters.tool:
         conditions.append(T.function_name == filters.tool)
     if filters.status:
         conditions.append(statuses[filters.status])
     if filters.channel:
         conditions.append(Channel.name == filters.channel)
+    # The ranges are bounds of the sort keys (-1 when there is no value; the bounds are never
+    # negative), so the duration and size sorts read only the range from their index; an upper
+    # bound keeps the calls without a value out as well.
     if filters.min_ms is not None:
-        conditions.append(_duration() >= filters.min_ms)
+        conditions.append(_sort_key("duration") >= filters.min_ms)
     if filters.max_ms is not None:
+        conditions.append(_sort_key("duration") <= filters.max_ms)
         conditions.append(_duration() <= filters.max_ms)
     # response_bytes is a 32-bit column: PostgreSQL refuses a larger bound as out of range,
     # so a bound beyond it is clamped (no stored size can exceed it anyway).
     if filters.min_bytes is not None:
-        conditions.append(T.response_bytes >= min(filters.min_bytes, _INT32_MAX))
+        conditions.append(_sort_key("size") >= min(filters.min_bytes, _INT32_MAX))
         if filters.min_bytes > _INT32_MAX:
             conditions.append(false())
     if filters.max_bytes is not None:
+        conditions.append(_sort_key("size") <= min(filters.max_bytes, _INT32_MAX))
         conditions.append(T.response_bytes <= min(filters.max_bytes, _INT32_MAX))
     if filters.time_from is not None:
         conditions.append(T.created_at >= filters.time_from)
@@ -347,12 +371,12 @@ def list_calls(
     after: tuple[Any, int] | None = None,
     limit: int = DEFAULT_LIMIT,
 ) -> CallPage:
-    """One page of the project's calls: one query (two with a search on SQLite), whatever the
-    number of calls."""
+    """One page of the project's calls: one query (two with a search), whatever the number of
+    calls."""
     statuses = status_conditions(now, token_cap)
-    # SQLite's planner cannot tell how many calls a search matches: a few thousand are best
-    # read from the search index and sorted; a word in most calls is best found walking the
-    # project's calls in time order. One cheap count decides (PostgreSQL decides by itself).
+    # Neither planner can tell how many calls a search matches: a few thousand are best read
+    # from the search index and sorted; a word in most calls is best found walking the
+    # project's calls in the sort's order. One cheap count decides.
     # With a word in most calls, the page is found walking the calls newest first and checking
     # each (the few first ones match) — only when nothing else filters nor another order sorts:
     # otherwise the matches are read once, whatever their number (a bounded cost).
