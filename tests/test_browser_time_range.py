@@ -98,3 +98,40 @@ def test_the_picker_sets_the_url_and_the_lists_follow(app, project_key, tab, sch
     expect(page).to_have_url(re.compile(r"/costs\?range=7d(&|$)"))
     expect(page.locator("form.filters .time-custom").first).to_be_hidden()
     screenshot(page, f"time-range-costs-{scheme}", full_page=False)
+
+
+def test_a_saved_view_round_trips(app, project_key, tab, scheme):
+    page, _problems = tab
+    seed(app, project_key.project_id)
+    page.goto("/calls")
+    rows = page.locator("#call-rows tr.call-row")
+    expect(rows).to_have_count(8)
+    page.select_option("select[name=range]", "24h")
+    expect(page).to_have_url(re.compile(r"/calls\?range=24h$"))
+    # The menu opens on the filters of the page's first load; it saves the address bar's.
+    page.click("details.saved-views > summary")
+    menu = page.locator(".saved-views-body")
+    expect(menu).to_contain_text("No saved views yet.")
+    page.fill(".saved-views-save input[name=name]", "Last day of calls")
+    screenshot(page, f"saved-views-save-{scheme}", full_page=False)
+    page.click(".saved-views-save button[type=submit]")
+    expect(page).to_have_url(re.compile(r"/calls\?range=24h$"))
+
+    page.goto("/calls")
+    expect(rows).to_have_count(8)
+    page.click("details.saved-views > summary")
+    link = page.locator(".saved-views-list a", has_text="Last day of calls")
+    expect(link).to_be_visible()
+    screenshot(page, f"saved-views-menu-{scheme}", full_page=False)
+    link.click()
+    expect(page).to_have_url(re.compile(r"/calls\?range=24h$"))
+    expect(rows).to_have_count(4)
+    expect(page.locator("select[name=range]")).to_have_value("24h")
+    expect(page.locator(".list-total")).to_have_text("4 calls match")
+
+    # Deleting it empties the menu.
+    page.click("details.saved-views > summary")
+    page.click(".saved-views-list button[type=submit]")
+    expect(page).to_have_url(re.compile(r"/calls$"))
+    page.click("details.saved-views > summary")
+    expect(page.locator(".saved-views-body")).to_contain_text("No saved views yet.")

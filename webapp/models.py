@@ -241,6 +241,22 @@ class RedactionRule(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class SavedView(db.Model):
+    """A list page's filters under a name, shared by everyone using the project: `page` is
+    the list (conversations, calls, tools, costs), `query` its URL's query string (a time
+    range preset in it stays relative). One name per page and project."""
+
+    __tablename__ = "saved_view"
+    __table_args__ = (UniqueConstraint("project_id", "page", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    page: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(100))
+    query: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class DashboardSession(db.Model):
     """A dashboard login. The session cookie carries a random token; only its SHA-256 is kept,
     and logging out deletes the row, so a copied cookie stops working with the logout."""

@@ -251,6 +251,13 @@
     else custom.querySelectorAll("input").forEach(function (input) { input.value = ""; });
   }, true);
 
+  // A saved view keeps the filters the address bar shows when it is saved (the menu was loaded
+  // with the page's first ones; the filters may have changed since).
+  document.addEventListener("submit", function (event) {
+    const form = event.target.closest && event.target.closest("form[data-saved-view-form]");
+    if (form) form.elements.query.value = window.location.search.replace(/^\?/, "");
+  }, true);
+
   // The trace view's span tree: a row's button folds the rows under it (those after it that are
   // deeper); unfolding shows them again but for those under a row still folded. Without script
   // the buttons stay hidden and the tree is shown whole.

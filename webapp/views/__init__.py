@@ -20,12 +20,12 @@ from . import formatting
 
 
 def register(app: Flask) -> None:
-    from . import assets, calls, conversations, costs, login, replay, settings, tools
+    from . import assets, calls, conversations, costs, login, replay, saved_views, settings, tools
     from .conversations.address import AnyIdConverter
 
     # Before the blueprints: their rules are built with the app's converters.
     app.url_map.converters["anyid"] = AnyIdConverter
-    for area in (conversations, calls, replay, tools, costs, settings, login, assets):
+    for area in (conversations, calls, replay, tools, costs, saved_views, settings, login, assets):
         app.register_blueprint(area.bp)
 
     formatting.init_app(app)
