@@ -147,3 +147,102 @@ def test_replay_raw_json_folds_and_copies(tab, app, project_key, scheme):
             item.locator(":scope > .jb-fold").click()
     expect(messages.locator(":scope > .jk > .jn.folded").first).to_be_visible()
     watch.shot(f"keys-json-replay-{scheme}", full_page=False)
+
+
+FOCUSED = """() => {
+  const e = document.querySelector('#timeline .focused');
+  if (!e) return null;
+  const label = e.querySelector('.turn-label[id]');
+  return label ? label.id : e.id;
+}"""
+
+
+def focused(page) -> str | None:
+    return page.evaluate(FOCUSED)
+
+
+def test_keys_move_through_turns_rounds_and_calls_and_open_the_call(tab, app, project_key, scheme):
+    page, watch = tab
+    with app.app_context():
+        conv_id = f.support_conversation(project_key.project_id).id
+        db.session.commit()
+    page.goto(f"/conversations/{conv_id}")
+    expect(page.locator(".call-card").first).to_be_visible()
+    rounds = page.eval_on_selector_all("#timeline .round[id]", "(es) => es.map(e => e.id)")
+    cards = page.eval_on_selector_all("#timeline .call-card", "(es) => es.map(e => e.id)")
+    assert len(rounds) >= 3 and len(cards) >= 5
+
+    # Turns: j and k (k before the first stays there).
+    page.keyboard.press("j")
+    assert focused(page) == "turn-1"
+    assert page.evaluate("() => location.hash") == "#turn-1"
+    page.keyboard.press("j")
+    assert focused(page) == "turn-2"
+    page.keyboard.press("k")
+    page.keyboard.press("k")
+    assert focused(page) == "turn-1"
+    # Rounds: n, p, and J, K.
+    page.keyboard.press("n")
+    assert focused(page) == rounds[0]
+    page.keyboard.press("n")
+    assert focused(page) == rounds[1]
+    page.keyboard.press("Shift+K")
+    assert focused(page) == rounds[0]
+    page.keyboard.press("Shift+J")
+    page.keyboard.press("p")
+    assert focused(page) == rounds[0]
+    # Calls: ] and [, and the arrows; the call has the keyboard focus.
+    page.keyboard.press("]")
+    assert focused(page) == cards[0]
+    page.keyboard.press("]")
+    page.keyboard.press("ArrowRight")
+    assert focused(page) == cards[2]
+    page.keyboard.press("[")
+    assert focused(page) == cards[1]
+    assert page.evaluate("() => document.activeElement.id") == cards[1]
+    # j from a call goes to the next turn; the call after it is in that turn.
+    page.keyboard.press("j")
+    assert focused(page) == "turn-2"
+    page.keyboard.press("ArrowRight")
+    second_turn_call = focused(page)
+    assert second_turn_call == cards[4]
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert focused(page) == cards[2]
+
+    # Enter opens the call's panel, Esc closes it and the keys go on from the call.
+    name = page.locator(f"#{cards[2]} .fn").inner_text()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail .detail h2")).to_have_text(name)
+    watch.shot(f"keys-json-keys-call-{scheme}", full_page=False)
+    page.keyboard.press("Escape")
+    expect(page.locator("#detail .detail")).to_have_count(0)
+    assert page.evaluate("() => document.activeElement.id") == cards[2]
+    page.keyboard.press("]")
+    page.keyboard.press("o")
+    expect(page.locator("#detail .detail h2")).to_have_text(
+        page.locator(f"#{cards[3]} .fn").inner_text()
+    )
+
+    # ? lists the keys; Esc closes the list and leaves the panel open.
+    page.keyboard.press("?")
+    dialog = page.locator("#keys-help")
+    expect(dialog).to_be_visible()
+    assert "Next, previous round" in dialog.inner_text()
+    watch.shot(f"keys-json-keys-help-{scheme}", full_page=False)
+    page.keyboard.press("j")  # not taken behind the list
+    assert focused(page) == cards[3]
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(page.locator("#detail .detail")).to_have_count(1)
+    # The button beside the timeline tools opens it too.
+    page.locator("[data-keys-help]").click()
+    expect(dialog).to_be_visible()
+    dialog.locator("[data-keys-close]").click()
+    expect(dialog).to_be_hidden()
+
+    # Typing in a field takes no key.
+    page.locator("#jump-turn").click()
+    page.keyboard.press("j")
+    page.keyboard.press("]")
+    assert focused(page) == cards[3]
