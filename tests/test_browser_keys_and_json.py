@@ -171,6 +171,7 @@ def test_keys_move_through_turns_rounds_and_calls_and_open_the_call(tab, app, pr
     rounds = page.eval_on_selector_all("#timeline .round[id]", "(es) => es.map(e => e.id)")
     cards = page.eval_on_selector_all("#timeline .call-card", "(es) => es.map(e => e.id)")
     assert len(rounds) >= 3 and len(cards) >= 5
+    watch.shot(f"keys-json-keys-top-{scheme}", full_page=False)
 
     # Turns: j and k (k before the first stays there).
     page.keyboard.press("j")
