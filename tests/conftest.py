@@ -204,6 +204,10 @@ class QueryCounter:
         return len(self.statements)
 
 
+# Not queries: transaction control and settings (READ_TIMEOUT_MS's SET LOCAL, webapp/db.py).
+NOT_QUERIES = ("BEGIN", "PRAGMA", "SAVEPOINT", "SET LOCAL STATEMENT_TIMEOUT")
+
+
 @pytest.fixture
 def count_queries(app):
     """`with count_queries() as q: ...; assert q.count <= N` counts SQL statements sent."""
@@ -213,7 +217,7 @@ def count_queries(app):
         counter = QueryCounter()
 
         def before(_conn, _cursor, statement, *_args: Any) -> None:
-            if not statement.lstrip().upper().startswith(("BEGIN", "PRAGMA", "SAVEPOINT")):
+            if not statement.lstrip().upper().startswith(NOT_QUERIES):
                 counter.statements.append(statement)
 
         with app.app_context():

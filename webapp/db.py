@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from datetime import UTC, datetime
+from html import escape as html_escape
 from typing import Any
 
 import click
-from flask import Flask
+from flask import Flask, Response, current_app, has_request_context, request
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import JSON, DateTime, MetaData, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
 from . import paths
+from .errors import API_PREFIX, error_response
 
 # Stable constraint names, so that Alembic migrations name the same thing on every database.
 NAMING_CONVENTION = {
@@ -107,6 +112,96 @@ def begin_write() -> None:
     db.session.connection(execution_options={"toolscope_write": True})
 
 
+# --- the read timeout (READ_TIMEOUT_MS) ---------------------------------------------------------
+#
+# A page or API GET that reads for longer than READ_TIMEOUT_MS has its query stopped and is
+# answered 503 `query_timeout`, so no request runs into gunicorn's timeout (which kills the
+# worker and drops the connection). Armed when a read transaction of a GET or HEAD request
+# begins: SQLite calls a progress handler every few thousand steps of its VM, which stops the
+# statement once the deadline has passed (sqlite3.OperationalError "interrupted"); PostgreSQL
+# gets `SET LOCAL statement_timeout` (SQLSTATE 57014). Write transactions (`begin_write`) and
+# work outside a request (the token pass, the CLI) are not limited. The deadline holds for the
+# whole transaction on SQLite, for each statement on PostgreSQL.
+
+READ_TIMEOUT_CODE = "query_timeout"
+_PROGRESS_STEPS = 4_000
+
+
+def _read_timeout_ms(conn: Any) -> int:
+    if not has_request_context() or request.method not in ("GET", "HEAD"):
+        return 0
+    if conn.get_execution_options().get("toolscope_write", False):
+        return 0
+    return int(current_app.config.get("READ_TIMEOUT_MS") or 0)
+
+
+def _arm_sqlite_read_timeout(conn: Any) -> None:
+    timeout_ms = _read_timeout_ms(conn)
+    if timeout_ms <= 0:
+        _disarm_sqlite_read_timeout(conn)  # none left over from a read: a write is not limited
+        return
+    deadline = time.monotonic() + timeout_ms / 1000
+    conn.connection.dbapi_connection.set_progress_handler(
+        lambda: time.monotonic() > deadline, _PROGRESS_STEPS
+    )
+
+
+def _disarm_sqlite_read_timeout(conn: Any) -> None:
+    dbapi_connection = conn.connection.dbapi_connection
+    if dbapi_connection is not None:
+        dbapi_connection.set_progress_handler(None, 0)
+
+
+def _arm_postgresql_read_timeout(conn: Any) -> None:
+    timeout_ms = _read_timeout_ms(conn)
+    if timeout_ms > 0:
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {timeout_ms}")
+
+
+def is_read_timeout(exc: BaseException) -> bool:
+    """A read stopped by READ_TIMEOUT_MS (SQLite's progress handler, PostgreSQL's
+    statement_timeout)."""
+    if not isinstance(exc, OperationalError):
+        return False
+    if getattr(exc.orig, "sqlstate", None) == "57014":
+        return True
+    return isinstance(exc.orig, sqlite3.OperationalError) and "interrupted" in str(exc.orig)
+
+
+def _answer_read_timeouts(app: Flask) -> None:
+    @app.errorhandler(OperationalError)
+    def _read_timeout(exc: OperationalError):
+        if not is_read_timeout(exc):
+            fallback = app.error_handler_spec[None][None].get(Exception)
+            if fallback is None:
+                raise exc
+            return fallback(exc)
+        db.session.rollback()
+        seconds = app.config["READ_TIMEOUT_MS"] / 1000
+        app.logger.warning(
+            "read stopped after %.1f s (READ_TIMEOUT_MS) on %s %s",
+            seconds,
+            request.method,
+            request.full_path,
+        )
+        message = (
+            f"the database took longer than {seconds:g} s to read this; it was stopped. "
+            "Narrow the filters or the time range, or retry later"
+        )
+        if request.path.startswith(API_PREFIX) or request.path.endswith(".json"):
+            response = error_response(503, message, code=READ_TIMEOUT_CODE)
+        else:
+            response = Response(
+                "<!doctype html><html lang=en><meta charset=utf-8>"
+                "<title>Took too long - Toolscope</title><h1>This page took too long</h1>"
+                f"<p>{html_escape(message)}.</p>",
+                503,
+                mimetype="text/html",
+            )
+        response.headers["Retry-After"] = "5"
+        return response
+
+
 # Flask-Migrate imports Alembic (~10 MB, 0.5 s), which only `toolscope db ...` and the tests
 # of the migrations use: a gunicorn master that imported it would give it to every worker's RSS.
 # So the `db` command and app.extensions["migrate"] stand in for it until first used.
@@ -174,6 +269,9 @@ def init_app(app: Flask) -> None:
                 lambda conn, _record: _configure_sqlite(conn, busy_timeout),
             )
             event.listen(engine, "begin", _begin_sqlite)
+            event.listen(engine, "begin", _arm_sqlite_read_timeout)
+            event.listen(engine, "commit", _disarm_sqlite_read_timeout)
+            event.listen(engine, "rollback", _disarm_sqlite_read_timeout)
         elif engine.dialect.name == "postgresql":
             lock_timeout = int(app.config["PG_LOCK_TIMEOUT_MS"])
             event.listen(
@@ -181,3 +279,5 @@ def init_app(app: Flask) -> None:
                 "connect",
                 lambda conn, _record: _configure_postgresql(conn, lock_timeout),
             )
+            event.listen(engine, "begin", _arm_postgresql_read_timeout)
+    _answer_read_timeouts(app)

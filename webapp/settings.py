@@ -196,6 +196,15 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "READ_TIMEOUT_MS",
+        20_000,
+        "Longest a page or API GET may spend in one database transaction (SQLite: a progress "
+        "handler, PostgreSQL: statement_timeout); past it the query is stopped and the request "
+        "answered 503 `query_timeout` with Retry-After, well before gunicorn's 60 s timeout "
+        "would kill the worker. Writes and the token pass are not limited; 0 turns it off.",
+        int,
+    ),
+    Setting(
         "TOKEN_PASS_SECONDS",
         1.0,
         "How often the server's token pass (a process the gunicorn master starts, or a thread "
