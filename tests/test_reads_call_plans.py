@@ -185,3 +185,27 @@ def test_a_rare_word_is_read_from_the_search_index_on_postgresql(app):
         assert "ix_tool_invocation_search" in plan, plan
         page = list_calls(project_id, parse_filters({"q": "zebracorn"}), now=NOW, token_cap=None)
         assert len(page.rows) == 3
+
+
+def test_a_later_page_starts_its_walk_at_the_cursor(app):
+    """The keyset condition bounds the sort's first column, so the index walk starts at the
+    cursor (as an OR alone it was a filter: a deep page read the index from its start)."""
+    index = {**SORT_INDEX, "time": "ix_tool_invocation_project_id_created_at_id"}
+    failures = []
+    with app.app_context():
+        project_id = get_or_create_project("acme").id
+        _calls(project_id)
+        for sort, order in SORTS:
+            query = {"sort": sort, "order": order}
+            lines, nodes = _plan(*_page_statement(project_id, query, (START[sort], 5)))
+            db.session.rollback()
+            bound = "<?" if order == "desc" else ">?"
+            walks = [line for line in lines if line.startswith("page: SEARCH tool_invocation")]
+            if lines and not (walks and bound in walks[0]):
+                failures.append((query, lines))
+            conditions = [
+                n.get("Index Cond", "") for n in nodes if n.get("Index Name") == index[sort]
+            ]
+            if nodes and not any(("<=" if order == "desc" else ">=") in c for c in conditions):
+                failures.append((query, conditions))
+    assert failures == [], failures
