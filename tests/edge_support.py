@@ -1,5 +1,6 @@
-"""Raw HTTP for the tests of the server's edges (tests/test_server_gunicorn_edges.py,
-tests/test_server_nginx.py): requests as an agent's client or an attacker sends them, byte by byte."""
+"""Raw HTTP for the tests of the server's edges (tests/test_server_gunicorn_edges.py and
+tests/test_server_nginx.py): requests as an agent's client or an attacker sends them, byte by
+byte."""
 
 from __future__ import annotations
 

@@ -131,3 +131,29 @@ def test_pure_packages_import_no_framework(module: str) -> None:
 def test_the_replay_core_imports_nothing_of_toolscope_but_itself(module: str) -> None:
     outside = {n for n in IMPORTS[module] if area_of(n) not in (None, "replay")}
     assert not outside, f"{module} imports {sorted(outside)}"
+
+
+# The surfaces a test file may name (docs/testing.md, "Where a test goes"): test_<surface>_*.py.
+TEST_SURFACES = {
+    "api", "html", "browser", "reads", "ingest", "otlp", "replay", "analytics", "tokens",
+    "pricing", "redaction", "storage", "server", "cli", "client", "demo", "bench", "docs",
+    "layering", "packaging",
+}  # fmt: skip
+
+
+def test_every_test_file_names_its_surface() -> None:
+    tests = Path(__file__).resolve().parent
+    unnamed = sorted(
+        path.name
+        for path in tests.glob("test_*.py")
+        if path.stem.removeprefix("test_").split("_")[0] not in TEST_SURFACES
+    )
+    assert not unnamed, f"test files naming no surface of docs/testing.md: {unnamed}"
+
+
+def test_the_surfaces_of_docs_testing_md_are_those_the_rule_checks() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "testing.md").read_text()
+    section = text.split("## Where a test goes", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    documented = {name.strip(" `") for row in rows for name in row.split(",")}
+    assert documented == TEST_SURFACES

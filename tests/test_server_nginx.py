@@ -49,7 +49,9 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 if not os.path.exists(NGINX):
     if os.environ.get("CI"):
-        raise RuntimeError("CI needs nginx for tests/test_server_nginx.py (apt-get install nginx-light)")
+        raise RuntimeError(
+            "CI needs nginx for tests/test_server_nginx.py (apt-get install nginx-light)"
+        )
     pytest.skip("nginx is not installed", allow_module_level=True)
 
 # The http context that /etc/nginx/nginx.conf would give; paths inside the test's directory.
