@@ -11,7 +11,7 @@ from api_support import raw_rows, row_counts
 from dashboard_support import csrf_token, dashboard_fixture, data, page  # noqa: F401
 from otlp_support import agent_run, traces_json
 from sqlalchemy import delete
-from test_call_search_sync import assert_index_in_step, found
+from test_storage_call_search_sync import assert_index_in_step, found
 
 from webapp.cli import main
 from webapp.db import db
