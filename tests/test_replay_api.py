@@ -236,7 +236,6 @@ def test_a_hostile_conversation_id_cannot_break_the_download_header(client, proj
     [
         ({"format": "gemini"}, "query.format"),
         ({"as_of": "last tuesday"}, "query.as_of"),
-        ({"as_of": "turn:9"}, "query.as_of"),
         ({"freshness": "-5"}, "query.freshness"),
         ({"persistence": "sometimes"}, "query.persistence"),
         ({"result_token_cap": "-1"}, "query.result_token_cap"),
@@ -250,6 +249,14 @@ def test_an_unusable_option_is_a_422_naming_the_parameter(client, project_key, p
     store_support_chat(client, project_key)
     body = assert_error(get_replay(client, project_key, **params), 422, "invalid", field=field)
     assert body["message"].startswith(field)
+
+
+def test_a_turn_the_conversation_does_not_have_is_a_404_naming_the_parameter(client, project_key):
+    # Well formed, so a generated client sends it: like an unknown conversation, it is not there.
+    store_support_chat(client, project_key)
+    response = get_replay(client, project_key, as_of="turn:9")
+    body = assert_error(response, 404, "not_found", field="query.as_of")
+    assert body["message"] == "query.as_of: there is no turn 9: this conversation has 3 turns"
 
 
 def test_a_missing_or_wrong_key_is_401(client, project_key):

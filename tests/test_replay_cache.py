@@ -40,7 +40,13 @@ from webapp.models import Conversation
 from webapp.queries.conversations import find_conversation
 from webapp.queries.histories import load_history
 from webapp.replay import ReplayOptions, replay
-from webapp.replay.export import OptionError, build_replay, export_file, parse_query
+from webapp.replay.export import (
+    NoSuchTurn,
+    OptionError,
+    build_replay,
+    export_file,
+    parse_query,
+)
 from webapp.replay.history import History, Message, ServiceCall, ToolCall
 from webapp.services import replay_cache
 from webapp.tokens import STORED_COUNTER
@@ -91,6 +97,8 @@ def fresh(app, project_id: int, cid: str, params: dict[str, str], now: datetime,
             if download:
                 return 200, export_file(document, cid, query.format)[0].encode()
             return 200, jsonify(document).get_data()
+        except NoSuchTurn:  # the API's 404: the turn is not there
+            return 404, b""
         except OptionError:
             return 422, b""
         finally:
