@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import secrets
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
+from flask import Response, request
 from flask_openapi3 import Info, OpenAPI
 from flask_wtf.csrf import CSRFProtect
+from sqlalchemy.exc import OperationalError
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter, Map
 
@@ -91,6 +94,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, routes: bool = True
     app.wsgi_app = BodyDeadline(app.wsgi_app, app.config["BODY_TIMEOUT_SECONDS"])
     database.init_app(app)
     errors.init_app(app)
+    _answer_read_timeouts(app)
     csrf.init_app(app)
     if routes:
         _register_areas(app)
@@ -128,3 +132,40 @@ def _register_areas(app: OpenAPI) -> None:
 
     api.register(app)
     views.register(app)
+
+
+def _answer_read_timeouts(app: OpenAPI) -> None:
+    """A read stopped by READ_TIMEOUT_MS (webapp.db) is a 503 `query_timeout` with Retry-After:
+    the JSON error document on the API and the JSON twins, a short page elsewhere."""
+
+    @app.errorhandler(OperationalError)
+    def _read_timeout(exc: OperationalError):
+        if not database.is_read_timeout(exc):
+            fallback = app.error_handler_spec[None][None].get(Exception)
+            if fallback is None:
+                raise exc
+            return fallback(exc)
+        database.db.session.rollback()
+        seconds = app.config["READ_TIMEOUT_MS"] / 1000
+        app.logger.warning(
+            "read stopped after %.1f s (READ_TIMEOUT_MS) on %s %s",
+            seconds,
+            request.method,
+            request.full_path,
+        )
+        message = (
+            f"the database took longer than {seconds:g} s to read this; it was stopped. "
+            "Narrow the filters or the time range, or retry later"
+        )
+        if request.path.startswith(errors.API_PREFIX) or request.path.endswith(".json"):
+            response = errors.error_response(503, message, code=database.READ_TIMEOUT_CODE)
+        else:
+            response = Response(
+                "<!doctype html><html lang=en><meta charset=utf-8>"
+                "<title>Took too long - Toolscope</title><h1>This page took too long</h1>"
+                f"<p>{html_escape(message)}.</p>",
+                503,
+                mimetype="text/html",
+            )
+        response.headers["Retry-After"] = "5"
+        return response

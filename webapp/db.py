@@ -5,11 +5,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from datetime import UTC, datetime
-from html import escape as html_escape
 from typing import Any
 
 import click
-from flask import Flask, Response, current_app, has_request_context, request
+from flask import Flask, current_app, has_request_context, request
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import JSON, DateTime, MetaData, event
 from sqlalchemy.dialects.postgresql import JSONB
@@ -19,7 +18,6 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
 from . import paths
-from .errors import API_PREFIX, error_response
 
 # Stable constraint names, so that Alembic migrations name the same thing on every database.
 NAMING_CONVENTION = {
@@ -168,40 +166,6 @@ def is_read_timeout(exc: BaseException) -> bool:
     return isinstance(exc.orig, sqlite3.OperationalError) and "interrupted" in str(exc.orig)
 
 
-def _answer_read_timeouts(app: Flask) -> None:
-    @app.errorhandler(OperationalError)
-    def _read_timeout(exc: OperationalError):
-        if not is_read_timeout(exc):
-            fallback = app.error_handler_spec[None][None].get(Exception)
-            if fallback is None:
-                raise exc
-            return fallback(exc)
-        db.session.rollback()
-        seconds = app.config["READ_TIMEOUT_MS"] / 1000
-        app.logger.warning(
-            "read stopped after %.1f s (READ_TIMEOUT_MS) on %s %s",
-            seconds,
-            request.method,
-            request.full_path,
-        )
-        message = (
-            f"the database took longer than {seconds:g} s to read this; it was stopped. "
-            "Narrow the filters or the time range, or retry later"
-        )
-        if request.path.startswith(API_PREFIX) or request.path.endswith(".json"):
-            response = error_response(503, message, code=READ_TIMEOUT_CODE)
-        else:
-            response = Response(
-                "<!doctype html><html lang=en><meta charset=utf-8>"
-                "<title>Took too long - Toolscope</title><h1>This page took too long</h1>"
-                f"<p>{html_escape(message)}.</p>",
-                503,
-                mimetype="text/html",
-            )
-        response.headers["Retry-After"] = "5"
-        return response
-
-
 # Flask-Migrate imports Alembic (~10 MB, 0.5 s), which only `toolscope db ...` and the tests
 # of the migrations use: a gunicorn master that imported it would give it to every worker's RSS.
 # So the `db` command and app.extensions["migrate"] stand in for it until first used.
@@ -280,4 +244,3 @@ def init_app(app: Flask) -> None:
                 lambda conn, _record: _configure_postgresql(conn, lock_timeout),
             )
             event.listen(engine, "begin", _arm_postgresql_read_timeout)
-    _answer_read_timeouts(app)
