@@ -279,6 +279,15 @@ def _span_json(span: Span) -> dict[str, Any]:
     }
     if span.parent_span_id:
         out["parentSpanId"] = span.parent_span_id
+    if span.links:
+        out["links"] = [
+            {
+                "traceId": link["trace_id"],
+                "spanId": link["span_id"],
+                "attributes": _attributes_json(link["attributes"]),
+            }
+            for link in span.links
+        ]
     return out
 
 
@@ -291,13 +300,22 @@ def _grouped(spans: list[Span]) -> dict[str, dict[tuple[str, str], list[Span]]]:
     return out
 
 
+def _resource(scopes: dict[tuple[str, str], list[Span]]) -> dict[str, Any]:
+    """A service's resource attributes: its first span's (service.name and any others)."""
+    return next(iter(scopes.values()))[0].resource.attributes
+
+
+def _log_resource(logs: list[LogRecord]) -> dict[str, Any]:
+    return logs[0].resource.attributes if logs else {"service.name": "agent"}
+
+
 def traces_json(spans: list[Span]) -> bytes:
     """An OTLP/JSON ExportTraceServiceRequest: one resource per service, one scope each."""
     return json.dumps(
         {
             "resourceSpans": [
                 {
-                    "resource": {"attributes": _attributes_json({"service.name": service})},
+                    "resource": {"attributes": _attributes_json(_resource(scopes))},
                     "scopeSpans": [
                         {
                             "scope": {"name": name, "version": version},
@@ -306,7 +324,7 @@ def traces_json(spans: list[Span]) -> bytes:
                         for (name, version), group in scopes.items()
                     ],
                 }
-                for service, scopes in _grouped(spans).items()
+                for scopes in _grouped(spans).values()
             ]
         }
     ).encode()
@@ -317,7 +335,7 @@ def logs_json(logs: list[LogRecord]) -> bytes:
         {
             "resourceLogs": [
                 {
-                    "resource": {"attributes": _attributes_json({"service.name": "agent"})},
+                    "resource": {"attributes": _attributes_json(_log_resource(logs))},
                     "scopeLogs": [
                         {
                             "scope": {"name": "tests"},
@@ -373,9 +391,9 @@ def _attributes_pb(target: Any, attributes: dict[str, Any]) -> None:
 
 def traces_protobuf(spans: list[Span]) -> bytes:
     request = ExportTraceServiceRequest()
-    for service, scopes in _grouped(spans).items():
+    for scopes in _grouped(spans).values():
         resource_spans = request.resource_spans.add()
-        _attributes_pb(resource_spans.resource.attributes, {"service.name": service})
+        _attributes_pb(resource_spans.resource.attributes, _resource(scopes))
         for (name, version), group in scopes.items():
             scope_spans = resource_spans.scope_spans.add()
             scope_spans.scope.name, scope_spans.scope.version = name, version
@@ -398,12 +416,17 @@ def _add_spans(scope_spans: Any, group: list[Span]) -> None:
             e = out.events.add()
             e.name, e.time_unix_nano = event["name"], event["time_ns"]
             _attributes_pb(e.attributes, event["attributes"])
+        for link in span.links:
+            added = out.links.add()
+            added.trace_id = bytes.fromhex(link["trace_id"])
+            added.span_id = bytes.fromhex(link["span_id"])
+            _attributes_pb(added.attributes, link["attributes"])
 
 
 def logs_protobuf(logs: list[LogRecord]) -> bytes:
     request = ExportLogsServiceRequest()
     resource_logs = request.resource_logs.add()
-    _attributes_pb(resource_logs.resource.attributes, {"service.name": "agent"})
+    _attributes_pb(resource_logs.resource.attributes, _log_resource(logs))
     scope_logs = resource_logs.scope_logs.add()
     scope_logs.scope.name = "tests"
     for record in logs:

@@ -15,11 +15,17 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from api_support import native_call, raw_rows
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.otlp_support import hex_id, make_log, make_span, text
+from tests.otlp_support import (
+    hex_id,
+    logs_json,
+    logs_protobuf,
+    make_log,
+    make_span,
+    text,
+    traces_json,
+    traces_protobuf,
+)
 from webapp.db import db
 from webapp.ingest.otlp.records import LogRecord, Span
 
@@ -323,146 +329,6 @@ def _logs(trace: int) -> list[LogRecord]:
     return records
 
 
-# --- Encodings: a resource's attributes and span links, which tests/otlp_support leaves out ----
-
-
-def _value_json(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, str):
-        return {"stringValue": value}
-    if isinstance(value, list):
-        return {"arrayValue": {"values": [_value_json(v) for v in value]}}
-    return {"kvlistValue": {"values": _attributes_json(value)}}
-
-
-def _attributes_json(attributes: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value_json(v)} for k, v in attributes.items()]
-
-
-def _traces_json(spans: list[Span]) -> bytes:
-    out = [
-        {
-            "traceId": s.trace_id,
-            "spanId": s.span_id,
-            "parentSpanId": s.parent_span_id,
-            "name": s.name,
-            "kind": s.kind,
-            "startTimeUnixNano": str(s.start_ns),
-            "endTimeUnixNano": str(s.end_ns),
-            "attributes": _attributes_json(s.attributes),
-            "status": {"code": s.status_code, "message": s.status_message},
-            "events": [
-                {
-                    "name": e["name"],
-                    "timeUnixNano": str(e["time_ns"]),
-                    "attributes": _attributes_json(e["attributes"]),
-                }
-                for e in s.events
-            ],
-            "links": [
-                {
-                    "traceId": link["trace_id"],
-                    "spanId": link["span_id"],
-                    "attributes": _attributes_json(link["attributes"]),
-                }
-                for link in s.links
-            ],
-        }
-        for s in spans
-    ]
-    resource = {"attributes": _attributes_json(RESOURCE)}
-    body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": out}]}]}
-    return json.dumps(body).encode()
-
-
-def _logs_json(records: list[LogRecord]) -> bytes:
-    out = [
-        {
-            "traceId": r.trace_id,
-            "spanId": r.span_id,
-            "eventName": r.event_name,
-            "timeUnixNano": str(r.time_ns),
-            "body": _value_json(r.body),
-            "attributes": _attributes_json(r.attributes),
-        }
-        for r in records
-    ]
-    resource = {"attributes": _attributes_json(RESOURCE)}
-    body = {"resourceLogs": [{"resource": resource, "scopeLogs": [{"logRecords": out}]}]}
-    return json.dumps(body).encode()
-
-
-def _value_pb(target: AnyValue, value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int):
-        target.int_value = value
-    elif isinstance(value, str):
-        target.string_value = value
-    elif isinstance(value, list):
-        target.array_value.SetInParent()
-        for item in value:
-            _value_pb(target.array_value.values.add(), item)
-    else:
-        target.kvlist_value.SetInParent()
-        _attributes_pb(target.kvlist_value.values, value)
-
-
-def _attributes_pb(target: Any, attributes: dict[str, Any]) -> None:
-    for key, value in attributes.items():
-        kv = target.add()
-        kv.key = key
-        _value_pb(kv.value, value)
-
-
-def _traces_protobuf(spans: list[Span]) -> bytes:
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    _attributes_pb(resource_spans.resource.attributes, RESOURCE)
-    scope_spans = resource_spans.scope_spans.add()
-    for s in spans:
-        out = scope_spans.spans.add()
-        out.trace_id, out.span_id = bytes.fromhex(s.trace_id), bytes.fromhex(s.span_id)
-        if s.parent_span_id:
-            out.parent_span_id = bytes.fromhex(s.parent_span_id)
-        out.name, out.kind = s.name, s.kind
-        out.start_time_unix_nano, out.end_time_unix_nano = s.start_ns, s.end_ns
-        out.status.code, out.status.message = s.status_code, s.status_message
-        _attributes_pb(out.attributes, s.attributes)
-        for e in s.events:
-            event = out.events.add()
-            event.name, event.time_unix_nano = e["name"], e["time_ns"]
-            _attributes_pb(event.attributes, e["attributes"])
-        for link in s.links:
-            added = out.links.add()
-            added.trace_id = bytes.fromhex(link["trace_id"])
-            added.span_id = bytes.fromhex(link["span_id"])
-            _attributes_pb(added.attributes, link["attributes"])
-    return request.SerializeToString()
-
-
-def _logs_protobuf(records: list[LogRecord]) -> bytes:
-    request = ExportLogsServiceRequest()
-    resource_logs = request.resource_logs.add()
-    _attributes_pb(resource_logs.resource.attributes, RESOURCE)
-    scope_logs = resource_logs.scope_logs.add()
-    for r in records:
-        out = scope_logs.log_records.add()
-        out.trace_id, out.span_id = bytes.fromhex(r.trace_id), bytes.fromhex(r.span_id)
-        out.event_name = r.event_name
-        out.time_unix_nano = r.time_ns
-        _value_pb(out.body, r.body)
-        _attributes_pb(out.attributes, r.attributes)
-    return request.SerializeToString()
-
-
 # --- Sending and reading the database's bytes -------------------------------------------------
 
 
@@ -559,10 +425,10 @@ def _database_bytes(app) -> bytes:
 
 
 def test_one_secret_in_every_place_reaches_neither_database_file(app, client, project_key, masked):
-    _export(client, project_key, "traces", _traces_protobuf(_spans(1)), "application/x-protobuf")
-    _export(client, project_key, "logs", _logs_protobuf(_logs(1)), "application/x-protobuf")
-    _export(client, project_key, "traces", _traces_json(_spans(2)), "application/json")
-    _export(client, project_key, "logs", _logs_json(_logs(2)), "application/json")
+    _export(client, project_key, "traces", traces_protobuf(_spans(1)), "application/x-protobuf")
+    _export(client, project_key, "logs", logs_protobuf(_logs(1)), "application/x-protobuf")
+    _export(client, project_key, "traces", traces_json(_spans(2)), "application/json")
+    _export(client, project_key, "logs", logs_json(_logs(2)), "application/json")
     _native_writes(client, project_key.headers)
 
     # What was sent was stored: raw spans and logs, the projected conversations, the native ones.
