@@ -1,0 +1,75 @@
+"""One virtualenv per producer family (issue 21): the frameworks' pins conflict with each other
+and with the producers of `requirements.txt` (openai-agents wants openai 3, the instrumentations
+there pin openai 2), so each family gets `.venv-otlp-<name>/` at the repository root, built from
+`tests/otlp_agents/families/<name>.txt` (pinned requirements) and reused while that file's hash
+is unchanged.
+
+    from tests.otlp_agents.venvs import family_python
+    python = family_python("langchain")  # the interpreter of .venv-otlp-langchain/
+
+Where the venv cannot be built (no network, pip fails) it skips the test, as
+tests/test_otlp_producers.py does, except in CI (`CI=true`), where it fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AGENTS = Path(__file__).parent
+FAMILIES = AGENTS / "families"
+ROOT = AGENTS.parent.parent
+IN_CI = os.environ.get("CI") == "true"
+BUILD_TIMEOUT = 1200
+
+
+def unavailable(reason: str) -> None:
+    """Skip the test, or fail it in CI, where every producer must run."""
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _stamp(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def family_home(name: str) -> Path:
+    return ROOT / f".venv-otlp-{name}"
+
+
+def family_python(name: str) -> Path:
+    """The interpreter of the family's virtualenv, built (or rebuilt) from its pinned file."""
+    from shared_setup import one_at_a_time
+
+    requirements = FAMILIES / f"{name}.txt"
+    if not requirements.exists():
+        raise FileNotFoundError(requirements)
+    home = family_home(name)
+    python = home / "bin" / "python"
+    stamp = home / "requirements.sha256"
+    wanted = _stamp(requirements)
+    with one_at_a_time(home):  # another xdist worker may be building it
+        if not (python.exists() and stamp.exists() and stamp.read_text() == wanted):
+            shutil.rmtree(home, ignore_errors=True)
+            build = subprocess.run(
+                [sys.executable, "-m", "venv", str(home)], capture_output=True, text=True
+            )
+            if build.returncode == 0:
+                build = subprocess.run(
+                    [str(python), "-m", "pip", "install", "-q", "-r", str(requirements)],
+                    capture_output=True,
+                    text=True,
+                    timeout=BUILD_TIMEOUT,
+                )
+            if build.returncode != 0:
+                shutil.rmtree(home, ignore_errors=True)
+                unavailable(f"cannot install the {name} producers: {build.stderr[-2000:]}")
+            stamp.write_text(wanted)
+    return python
