@@ -2,6 +2,9 @@
 
 The first request of a conversation (no tool results yet) is answered with two parallel tool
 calls, `get_weather` and `get_time`; a request that carries tool results is answered with text.
+A follow-up prompt naming FOLLOW_UP_CITY (the second turn of the framework scenario, issue 21)
+is answered with one `get_weather` call for that city, then FOLLOW_UP_TEXT. The Responses API
+(`POST /v1/responses`, not streamed) answers the same way with function_call items.
 Every request body is kept, so a test can compare Toolscope's replay with what the agent sent.
 Run it as `python fake_openai.py PORT_FILE` to serve until killed (the port is written to the
 file), or use `FakeOpenAI` in-process.
@@ -18,6 +21,12 @@ from typing import Any
 USAGE_FIRST = {"prompt_tokens": 61, "completion_tokens": 42, "total_tokens": 103}
 USAGE_SECOND = {"prompt_tokens": 130, "completion_tokens": 17, "total_tokens": 147}
 FINAL_TEXT = "In Paris it is sunny, 21 °C, and the local time is 14:05."
+# The second turn of the framework scenario (issue 21): the user asks about another city.
+FOLLOW_UP_CITY = "Lyon"
+FOLLOW_UP_PROMPT = f"And what is the weather in {FOLLOW_UP_CITY}?"
+FOLLOW_UP_TEXT = f"In {FOLLOW_UP_CITY} it is sunny too, 21 °C."
+USAGE_THIRD = {"prompt_tokens": 170, "completion_tokens": 21, "total_tokens": 191}
+USAGE_FOURTH = {"prompt_tokens": 215, "completion_tokens": 14, "total_tokens": 229}
 
 
 def _tool_calls(counter: int) -> list[dict[str, Any]]:
@@ -35,17 +44,53 @@ def _tool_calls(counter: int) -> list[dict[str, Any]]:
     ]
 
 
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _step(items: list[dict[str, Any]], result_types: tuple[str, ...]) -> tuple[bool, bool]:
+    """(follow-up turn?, results since the last user message?) of a request's messages or
+    Responses input items."""
+    last_user = max((i for i, m in enumerate(items) if m.get("role") == "user"), default=-1)
+    prompt = _text(items[last_user].get("content")) if last_user >= 0 else ""
+    tail = items[last_user + 1 :]
+    has_results = any(m.get("role") == "tool" or m.get("type") in result_types for m in tail)
+    return FOLLOW_UP_CITY in prompt, has_results
+
+
+def _follow_up_calls(counter: int) -> list[dict[str, Any]]:
+    arguments = json.dumps({"city": FOLLOW_UP_CITY})
+    return [
+        {
+            "id": f"call_weather_{counter}",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
+    ]
+
+
+def _reply(follow_up: bool, has_results: bool, counter: int) -> tuple[str | None, list, dict]:
+    """(text, tool calls, usage) of the model's answer."""
+    if has_results:
+        return (FOLLOW_UP_TEXT, [], USAGE_FOURTH) if follow_up else (FINAL_TEXT, [], USAGE_SECOND)
+    if follow_up:
+        return None, _follow_up_calls(counter), USAGE_THIRD
+    return None, _tool_calls(counter), USAGE_FIRST
+
+
 def answer(body: dict[str, Any], counter: int) -> dict[str, Any]:
     """The chat completion for one request body."""
     messages = body.get("messages") or []
-    has_results = any(m.get("role") == "tool" for m in messages)
     model = body.get("model") or "gpt-4o-mini"
-    if has_results:
-        message: dict[str, Any] = {"role": "assistant", "content": FINAL_TEXT}
-        finish, usage = "stop", USAGE_SECOND
+    text, calls, usage = _reply(*_step(messages, ()), counter)
+    if calls:
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+        finish = "tool_calls"
     else:
-        message = {"role": "assistant", "content": None, "tool_calls": _tool_calls(counter)}
-        finish, usage = "tool_calls", USAGE_FIRST
+        message = {"role": "assistant", "content": text}
+        finish = "stop"
     return {
         "id": f"chatcmpl-{counter}",
         "object": "chat.completion",
@@ -54,6 +99,55 @@ def answer(body: dict[str, Any], counter: int) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         "usage": usage,
         "system_fingerprint": "fp_fake",
+    }
+
+
+def answer_responses(body: dict[str, Any], counter: int) -> dict[str, Any]:
+    """The Responses API answer (`POST /v1/responses`, not streamed) for one request body."""
+    items = body.get("input") or []
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    text, calls, usage = _reply(*_step(items, ("function_call_output",)), counter)
+    if calls:
+        output = [
+            {
+                "type": "function_call",
+                "id": f"fc_{k}_{counter}",
+                "call_id": c["id"],
+                "name": c["function"]["name"],
+                "arguments": c["function"]["arguments"],
+                "status": "completed",
+            }
+            for k, c in enumerate(calls)
+        ]
+    else:
+        output = [
+            {
+                "type": "message",
+                "id": f"msg_{counter}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ]
+    return {
+        "id": f"resp_{counter}",
+        "object": "response",
+        "created_at": 1_760_000_000 + counter,
+        "status": "completed",
+        "model": body.get("model") or "gpt-4o-mini",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": body.get("tool_choice") or "auto",
+        "tools": body.get("tools") or [],
+        "instructions": body.get("instructions"),
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "output_tokens": usage["completion_tokens"],
+            "total_tokens": usage["total_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
     }
 
 
@@ -74,6 +168,9 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append({"path": self.path, "body": body})
                     counter = len(fake.requests)
+                if self.path.rstrip("/").endswith("/responses"):
+                    self._send(200, answer_responses(body, counter))
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
