@@ -257,6 +257,34 @@ class SavedView(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class ModelConnection(db.Model):
+    """A project's connection to a model provider (docs/runs.md, 'Model connections').
+
+    kind: `openai` (any OpenAI-compatible base URL) or `anthropic`. The secret is either
+    stored encrypted (`secret_encrypted`, a Fernet token under a key derived from SECRET_KEY)
+    or named as an environment variable of the server (`secret_env`, the variable's name);
+    the extra headers are encrypted too, since gateways put keys in headers. Read and written
+    only through webapp.services.model_connections, which never hands the plain text out but
+    to the provider's SDK.
+    """
+
+    __tablename__ = "model_connection"
+    __table_args__ = (UniqueConstraint("project_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(16))
+    base_url: Mapped[str] = mapped_column(String(2048))
+    default_model: Mapped[str | None] = mapped_column(String(200))
+    # A Fernet token of the JSON object {header: value}; NULL: no extra headers.
+    headers_encrypted: Mapped[str | None] = mapped_column(Text)
+    secret_encrypted: Mapped[str | None] = mapped_column(Text)
+    secret_env: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class DashboardSession(db.Model):
     """A dashboard login. The session cookie carries a random token; only its SHA-256 is kept,
     and logging out deletes the row, so a copied cookie stops working with the logout."""

@@ -48,6 +48,24 @@ SETTINGS: tuple[Setting, ...] = (
         "in `instance/secret_key`. Set it explicitly when running several servers.",
     ),
     Setting(
+        "PREVIOUS_SECRET_KEYS",
+        (),
+        "Comma-separated earlier SECRET_KEYs. Model connections' stored API keys and headers are "
+        "encrypted under a key derived from SECRET_KEY; after SECRET_KEY changes, list the old "
+        "one here so they still decrypt, then run `toolscope connections rotate` to re-encrypt "
+        "them under the new one (see docs/runs.md).",
+        lambda raw: tuple(k.strip() for k in raw.split(",") if k.strip()),
+    ),
+    Setting(
+        "MODEL_CONNECTION_ALLOWED_HOSTS",
+        (),
+        "Comma-separated hosts a model connection's base URL may name: a hostname, or "
+        "`*.domain` for any host below it. Empty: any host; the server then sends requests "
+        "wherever a dashboard user points a connection, internal addresses included (see "
+        "docs/runs.md). Checked when a connection is added and whenever it is used.",
+        lambda raw: tuple(h.strip().lower().rstrip(".") for h in raw.split(",") if h.strip()),
+    ),
+    Setting(
         "PASSWORD",
         None,
         "Password for the dashboard login. Without it the dashboard is closed, unless DEV is on.",
