@@ -4,7 +4,8 @@ The first request of a conversation (no tool results yet) is answered with two p
 calls, `get_weather` and `get_time`; a request that carries tool results is answered with text.
 A follow-up prompt naming FOLLOW_UP_CITY (the second turn of the framework scenario, issue 21)
 is answered with one `get_weather` call for that city, then FOLLOW_UP_TEXT. The Responses API
-(`POST /v1/responses`, not streamed) answers the same way with function_call items.
+(`POST /v1/responses`, not streamed) answers the same way with function_call items. Chat
+Completions also stream (`"stream": true`: server-sent chunks, usage last when asked for).
 Every request body is kept, so a test can compare Toolscope's replay with what the agent sent.
 Run it as `python fake_openai.py PORT_FILE` to serve until killed (the port is written to the
 file), or use `FakeOpenAI` in-process.
@@ -102,6 +103,47 @@ def answer(body: dict[str, Any], counter: int) -> dict[str, Any]:
     }
 
 
+def stream_chunks(completion: dict[str, Any], body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The same completion streamed (`"stream": true`), as the API sends it: a role chunk, the
+    text in two pieces or each tool call's id and name then its arguments in two pieces, the
+    finish reason, and the usage in a last chunk without choices when the request asked for it
+    (`stream_options.include_usage`)."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    base = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+    base["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": None if message.get("tool_calls") else ""})]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        cut = len(arguments) // 2
+        head = {"index": index, "id": call["id"], "type": "function"}
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {**head, "function": {"name": call["function"]["name"], "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        for piece in (arguments[:cut], arguments[cut:]):
+            chunks.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
+    if message.get("content"):
+        text = message["content"]
+        cut = len(text) // 2
+        chunks += [chunk({"content": text[:cut]}), chunk({"content": text[cut:]})]
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    return chunks
+
+
 def answer_responses(body: dict[str, Any], counter: int) -> dict[str, Any]:
     """The Responses API answer (`POST /v1/responses`, not streamed) for one request body."""
     items = body.get("input") or []
@@ -174,7 +216,21 @@ class FakeOpenAI:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
+                if body.get("stream"):
+                    self._stream(stream_chunks(answer(body, counter), body))
+                    return
                 self._send(200, answer(body, counter))
+
+            def _stream(self, chunks: list[dict[str, Any]]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
