@@ -306,6 +306,44 @@ def test_record_round_first_without_then_with_responses(app, live_server, projec
     assert stored_calls(app) == 1
 
 
+def test_a_run_recorded_round_by_round_ends_with_its_final_answer(app, live_server, project_key):
+    """Issue 23: a run recorded per service call had no way to carry its final text (the
+    message could not change once completed, 409)."""
+    client = make_client(live_server, project_key)
+    client.record_messages(
+        "chat-text",
+        [
+            {"id": "u-text", "role": "user", "content": "Search please"},
+            {"id": "a-text", "role": "assistant", "status": "in_progress"},
+        ],
+    )
+    asked = [{"id": "c1", "name": "search", "arguments": {"q": "x"}, "response": {"content": "A"}}]
+    assert client.record_round("chat-text", "a-text", 0, asked) is not None
+
+    answer = client.record_round(
+        "chat-text",
+        "a-text",
+        1,
+        [],
+        usage={"model": "gpt-4o", "input_tokens": 40, "output_tokens": 5},
+        content="Found A.",
+        status="completed",
+    )
+
+    assert answer is not None
+    assert (answer["content"], answer["status"]) == ("Found A.", "completed")
+    stored = next(
+        m for m in client.get_conversation("chat-text")["messages"] if m["id"] == "a-text"
+    )
+    assert (stored["content"], stored["status"]) == ("Found A.", "completed")
+    # Sent again as it is, the same round changes nothing; another answer is a conflict.
+    assert client.record_round("chat-text", "a-text", 1, [], content="Found A.") is not None
+    client.raise_errors = True
+    with pytest.raises(ToolscopeRequestError) as refused:
+        client.record_round("chat-text", "a-text", 1, [], content="Something else.")
+    assert refused.value.status == 409
+
+
 def test_a_round_over_the_limit_answers_the_message_with_every_call(app, live_server, project_key):
     client = make_client(live_server, project_key)
     calls = [{"id": f"c{n}", "name": "search", "arguments": {}} for n in range(60)]

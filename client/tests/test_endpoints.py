@@ -161,6 +161,18 @@ def test_a_big_round_sends_usage_first_and_status_last(toolscope, make_client):
     assert answer["tool_calls"] == posts[-1].body["calls"]
 
 
+def test_a_round_carries_the_run_s_final_answer_with_its_status(toolscope, make_client):
+    make_client(toolscope.url).record_round(
+        "chat-1", "a1", 2, calls(60), content="Both agree.", status="completed"
+    )
+    make_client(toolscope.url).record_round("chat-1", "a1", 3, [], content="Still thinking")
+
+    posts = toolscope.api_calls()
+    # The answer goes with the last request of the round, beside the status that ends the run.
+    assert [p.body.get("content") for p in posts] == [None, "Both agree.", "Still thinking"]
+    assert [p.body.get("status") for p in posts] == [None, "completed", None]
+
+
 def test_an_empty_round_is_still_sent(toolscope, make_client):
     make_client(toolscope.url).record_round("chat-1", "a1", 0, [], status="failed")
 

@@ -226,12 +226,15 @@ class ToolscopeClient:
         calls: Sequence[Mapping[str, Any]],
         usage: Mapping[str, Any] | None = None,
         status: str | None = None,
+        content: str | None = None,
     ) -> JSON | None:
         """Record one LLM service call's tool calls (per-service-call persistence).
 
         Post a round's calls as soon as the model asks for them and again with their responses;
         the server merges them. `status` updates the assistant message's run status
-        (`in_progress`, `completed`, `failed`, `cancelled`). Returns the message as stored.
+        (`in_progress`, `completed`, `failed`, `cancelled`); `content` is the run's final answer
+        (the assistant message's text), sent with the status that ends the run or before it.
+        Returns the message as stored.
         """
         path = (
             f"/conversations/{segment(conversation_id)}/messages/{segment(message_id)}"
@@ -244,12 +247,15 @@ class ToolscopeClient:
         answers: list[JSON | None] = []
         for number, part in enumerate(parts):
             body: JSON = {"calls": round_calls(part)}
-            # Usage with the first request, status with the last: "completed" must not arrive
-            # before the calls it completes.
+            # Usage with the first request, status (and the answer) with the last: "completed"
+            # must not arrive before the calls it completes.
             if number == 0 and usage is not None:
                 body["usage"] = dict(usage)
-            if number == len(parts) - 1 and status is not None:
-                body["status"] = status
+            if number == len(parts) - 1:
+                if content is not None:
+                    body["content"] = content
+                if status is not None:
+                    body["status"] = status
             answers.append(self._delivery.write("POST", path, body))
         if any(answer is None for answer in answers):
             return None
