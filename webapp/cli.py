@@ -1,5 +1,5 @@
-"""The `toolscope` command: serve, demo, keys, conversations, db, purge, bench (and Flask's own
-commands)."""
+"""The `toolscope` command: serve, demo, keys, connections, conversations, db, purge, bench (and
+Flask's own commands)."""
 
 from __future__ import annotations
 
@@ -117,6 +117,123 @@ def keys_revoke(key_id: int) -> None:
     click.echo(f"revoked key {key_id} ({key.prefix}…)")
 
 
+@click.group("connections")
+def connections_group() -> None:
+    """Model connections: add, list, remove, and re-encrypt their secrets (docs/runs.md)."""
+
+
+@connections_group.command("add")
+@click.option("--project", "project_slug", required=True, help="Project slug (created if new).")
+@click.option("--name", required=True, help="The connection's name, unique in the project.")
+@click.option("--kind", type=click.Choice(["openai", "anthropic"]), required=True)
+@click.option("--base-url", required=True, help="e.g. https://api.openai.com/v1")
+@click.option("--api-key-env", default=None, metavar="VAR", help="Read the key from $VAR.")
+@click.option("--api-key-stdin", is_flag=True, help="Read the key from standard input.")
+@click.option("--model", default=None, help="The default model.")
+@click.option("--header", "headers", multiple=True, metavar="'K: V'", help="An extra header.")
+@with_appcontext
+def connections_add(
+    project_slug: str,
+    name: str,
+    kind: str,
+    base_url: str,
+    api_key_env: str | None,
+    api_key_stdin: bool,
+    model: str | None,
+    headers: tuple[str, ...],
+) -> None:
+    """Add a model connection. The key comes from the server's environment variable VAR, read
+    whenever the connection is used (--api-key-env), or from standard input, stored encrypted
+    (--api-key-stdin); never from the command line, where it would stay in the shell's
+    history."""
+    from .errors import ApiError
+    from .ingest.transaction import Write, run_write
+    from .services import model_connections as connections
+
+    if bool(api_key_env) == api_key_stdin:
+        raise click.UsageError("give one of --api-key-env VAR and --api-key-stdin")
+    api_key = None
+    if api_key_stdin:
+        api_key = click.get_text_stream("stdin").read().strip()
+        if not api_key:
+            raise click.UsageError("--api-key-stdin: standard input is empty")
+    try:
+        draft = connections.ConnectionDraft(
+            name=name,
+            kind=kind,
+            base_url=base_url,
+            default_model=model,
+            headers=connections.parse_header_lines(headers),
+            api_key=api_key,
+            api_key_env=api_key_env,
+        )
+        values = connections.prepare_connection(draft)
+        project = get_or_create_project(project_slug)
+        db.session.commit()
+        record = run_write(Write(connections.store_connection, (project.id, values)))
+    except ApiError as exc:
+        raise click.ClickException(exc.message) from None
+    source = f"env:{record.secret_env}" if record.secret_env else record.secret_source or "none"
+    click.echo(f"added {record.name} ({record.kind}, {record.base_url}, key: {source})")
+
+
+@connections_group.command("list")
+@click.option("--project", "project_slug", default=None)
+@with_appcontext
+def connections_list(project_slug: str | None) -> None:
+    """List connections (project, name, kind, base URL, default model, where the key is)."""
+    from .services import model_connections as connections
+
+    query = select(Project.id, Project.slug).order_by(Project.slug)
+    if project_slug:
+        query = query.where(Project.slug == project_slug)
+    for project_id, slug in db.session.execute(query).all():
+        for record in connections.list_connections(db.session, project_id):
+            source = (
+                f"env:{record.secret_env}" if record.secret_env else record.secret_source or "none"
+            )
+            click.echo(
+                f"{slug}\t{record.name}\t{record.kind}\t{record.base_url}\t"
+                f"{record.default_model or '-'}\tkey: {source}"
+            )
+
+
+@connections_group.command("remove")
+@click.option("--project", "project_slug", required=True)
+@click.option("--name", required=True)
+@with_appcontext
+def connections_remove(project_slug: str, name: str) -> None:
+    """Delete a connection."""
+    from .ingest.transaction import Write, run_write
+    from .services import model_connections as connections
+
+    project_id = db.session.scalar(select(Project.id).where(Project.slug == project_slug))
+    db.session.rollback()
+    if project_id is None or not run_write(
+        Write(connections.delete_connection, (project_id, name))
+    ):
+        raise click.ClickException(f"no connection {name!r} in project {project_slug!r}")
+    click.echo(f"removed {name} from {project_slug}")
+
+
+@connections_group.command("rotate")
+@with_appcontext
+def connections_rotate() -> None:
+    """Re-encrypt every stored key and header set under the current SECRET_KEY (the old key
+    listed in TOOLSCOPE_PREVIOUS_SECRET_KEYS). Afterwards the old key can be dropped."""
+    from .ingest.transaction import Write, run_write
+    from .services import model_connections as connections
+
+    report = run_write(Write(connections.rotate_all))
+    click.echo(f"re-encrypted {report.rotated} connections")
+    if report.failed:
+        raise click.ClickException(
+            f"{len(report.failed)} connections could not be decrypted with SECRET_KEY or "
+            f"TOOLSCOPE_PREVIOUS_SECRET_KEYS, left as they are (re-enter their keys): "
+            + ", ".join(report.failed)
+        )
+
+
 @click.group("tokens")
 def tokens_group() -> None:
     """The token counts of stored tool calls and messages."""
@@ -226,6 +343,7 @@ def purge_command(days: int, project_slug: str | None, batch: int, quiet: bool) 
 for _command in (
     serve_command,
     keys_group,
+    connections_group,
     tokens_group,
     conversations_group,
     purge_command,

@@ -29,6 +29,7 @@ from . import (  # noqa: E402,F401  (routes on bp)
     conversations,
     message_tools,
     meta,
+    model_connections,
     otel,
     otlp,
     replay,

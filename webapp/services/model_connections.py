@@ -510,7 +510,8 @@ def check_connection(resolved: ResolvedConnection, *, timeout: float = 10.0) -> 
     except errors.APIError as exc:  # an answer the SDK could not read
         return CheckResult(False, scrub(f"unexpected answer: {exc.message}", resolved)[:500])
     shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-    return CheckResult(True, f"ok: {len(ids)} models" + (f" ({shown})" if ids else ""), 200, ids)
+    count = f"{len(ids)} model{'' if len(ids) == 1 else 's'}"
+    return CheckResult(True, f"ok: {count}" + (f" ({shown})" if ids else ""), 200, ids)
 
 
 def _provider_message(exc: Any) -> str:

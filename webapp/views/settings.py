@@ -10,10 +10,13 @@ from sqlalchemy import select
 
 from ..auth import create_key, get_or_create_project
 from ..db import begin_write, db, utcnow
+from ..errors import ApiError
+from ..ingest.transaction import Write, run_write
 from ..models import ApiKey, Channel, Project, RedactionRule
 from ..queries import settings as queries
 from ..redaction import DETECTORS, validate_rule
-from .common import jsonable, twin_get, wants_json
+from ..services import model_connections as connections
+from .common import is_htmx, jsonable, twin_get, wants_json
 from .context import current_project, select_project
 from .security import dashboard_blueprint
 
@@ -40,6 +43,9 @@ def _page_data(**extra: Any) -> dict[str, Any]:
         "keys": queries.api_keys(project.id),
         "rules": queries.redaction_rules(project.id),
         "channels": queries.channels(project.id),
+        "connections": connections.list_connections(db.session, project.id),
+        "connection_kinds": connections.KINDS,
+        "allowed_hosts": connections.allowed_hosts(),
         "rule_kinds": RULE_KINDS,
         "detectors": list(DETECTORS),
         "errors": {},
@@ -89,6 +95,7 @@ def settings_get(fmt: str):
         "channels": [
             {"name": c.name, "freshness_seconds": c.freshness_seconds} for c in data["channels"]
         ],
+        "model_connections": [_connection_json(c) for c in data["connections"]],
     }
 
 
@@ -243,3 +250,81 @@ def projects_post():
     db.session.commit()
     select_project(project.id)
     return _back("project")
+
+
+# --- Model connections (docs/runs.md): the secret is typed in or named as an environment
+# variable, never shown again, never put back into the form.
+
+
+def _connection_json(c: connections.ConnectionRecord) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "kind": c.kind,
+        "base_url": c.base_url,
+        "default_model": c.default_model,
+        "header_names": list(c.header_names) if c.header_names is not None else None,
+        "has_secret": c.has_secret,
+        "secret_source": c.secret_source,
+        "secret_env": c.secret_env,
+        "created_at": c.created_at.isoformat(),
+    }
+
+
+@bp.post("/settings/connections")
+def connections_post():
+    """Add a model connection; a form with a mistake comes back without the key typed in."""
+    form = {
+        key: request.form.get(key, "").strip()
+        for key in ("name", "kind", "base_url", "default_model", "api_key_env", "headers")
+    }
+    try:
+        draft = connections.ConnectionDraft(
+            name=form["name"],
+            kind=form["kind"],
+            base_url=form["base_url"],
+            default_model=form["default_model"] or None,
+            headers=connections.parse_header_lines(form["headers"].splitlines()),
+            api_key=request.form.get("api_key", "").strip() or None,
+            api_key_env=form["api_key_env"] or None,
+        )
+        values = connections.prepare_connection(draft)
+        db.session.rollback()
+        run_write(Write(connections.store_connection, (current_project().id, values)))
+    except ApiError as exc:
+        db.session.rollback()
+        field = (exc.details or [{}])[0].get("field", "connection")
+        message = (exc.details or [{}])[0].get("message", exc.message)
+        # The header values may hold keys: the form comes back without them.
+        form["headers"] = ""
+        return _render(
+            exc.status, errors={"connection": f"{field}: {message}"}, connection_form=form
+        )
+    return _back("connections")
+
+
+@bp.post("/settings/connections/<name>/delete")
+def connection_delete_post(name: str):
+    deleted = run_write(Write(connections.delete_connection, (current_project().id, name)))
+    if not deleted:
+        return _render(404, errors={"connection": "No such connection in this project."})
+    return _back("connections")
+
+
+@bp.post("/settings/connections/<name>/test")
+def connection_test_post(name: str):
+    """List the provider's models through its SDK (10 s at most): ok, or the provider's status
+    and message. An htmx fragment, or the whole page without script."""
+    project_id = current_project().id
+    try:
+        resolved = connections.resolve_connection(db.session, project_id, name)
+    except connections.ConnectionNotFound:
+        result = connections.CheckResult(False, "no such connection in this project")
+    except connections.ConnectionUnusable as exc:
+        result = connections.CheckResult(False, str(exc))
+    else:
+        db.session.rollback()  # no transaction open while the provider is waited for
+        result = connections.check_connection(resolved)
+    db.session.rollback()
+    if is_htmx():
+        return render_template("settings/_connection_test.html", name=name, result=result)
+    return _render(200, connection_test={"name": name, "result": result})
