@@ -688,3 +688,93 @@ class ReplayState(db.Model):
 REPLAY_STATE_EVENTS = (("conversation", "DELETE"),)
 SQLITE_REPLAY_STATE_DDL, PG_REPLAY_STATE_DDL = version_triggers("replay_state", REPLAY_STATE_EVENTS)
 _after_create(SQLITE_REPLAY_STATE_DDL, PG_REPLAY_STATE_DDL)
+
+
+# --- Runs: replays sent to a model (issue 25; docs/runs.md, 'Runs') ----------------------------
+
+MODEL_RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+STUDY_STATUSES = ("draft", "queued", "running", "succeeded", "failed", "cancelled")
+
+
+class Study(db.Model):
+    """A what-if over many conversations: its runs are `model_run` rows with its id. The table
+    only for now (the studies feature fills it): the spec as given, the report when done, the
+    spending cap and the counts of its runs."""
+
+    __tablename__ = "study"
+    __table_args__ = (Index(None, "project_id", "created_at"),)
+
+    # Public: "study_" and random characters.
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    max_cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(18, 9))
+    cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(18, 9))
+    runs_total: Mapped[int] = mapped_column(Integer, default=0)
+    runs_done: Mapped[int] = mapped_column(Integer, default=0)
+    runs_failed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ModelRun(db.Model):
+    """One replay sent to one model connection, and what came back: a row of the durable queue
+    that the run worker works through (webapp.services.run_worker). `request` is the exact body
+    sent (no credential is ever part of it), `response` the provider's raw answer. A run that
+    was answered from an earlier one with the same `request_key` names it in `cached_from`."""
+
+    __tablename__ = "model_run"
+    __table_args__ = (
+        # A conversation's runs, newest first.
+        Index(None, "conversation_id", "created_at"),
+        # The queue: the oldest queued run, and running runs whose lease ran out.
+        Index(None, "status", "created_at"),
+    )
+
+    # Public: "run_" and random characters.
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[int] = mapped_column(
+        ForeignKey("project.id", ondelete="CASCADE"), index=True
+    )
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversation.id", ondelete="CASCADE")
+    )
+    connection_id: Mapped[int | None] = mapped_column(
+        ForeignKey("model_connection.id", ondelete="SET NULL"), index=True
+    )
+    # The connection's name when the run was made (the connection may be renamed or removed).
+    connection_name: Mapped[str] = mapped_column(String(200))
+    study_id: Mapped[str | None] = mapped_column(
+        ForeignKey("study.id", ondelete="CASCADE"), index=True
+    )
+    variant: Mapped[str | None] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    model: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(32))
+    # The replay options as given (replay-API names), the edits, and the resolved as_of.
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    edits: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    as_of: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    request: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    request_key: Mapped[str] = mapped_column(String(64), index=True)
+    response: Mapped[Any | None] = mapped_column(JSONType)
+    next_action: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    recorded_action: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    comparison: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cost_usd: Mapped[Decimal | None] = mapped_column(Numeric(18, 9))
+    latency_ms: Mapped[int | None] = mapped_column(Integer)
+    error_status: Mapped[int | None] = mapped_column(Integer)
+    error_kind: Mapped[str | None] = mapped_column(String(32))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cached_from: Mapped[str | None] = mapped_column(String(40))
