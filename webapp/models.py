@@ -309,6 +309,59 @@ class LoginThrottle(db.Model):
     attempts: Mapped[int] = mapped_column(Integer)
 
 
+# --- Roll-ups (issue 24): the tools and costs pages' sums per bucket ----------------------------
+#
+# Written by webapp.ingest.rollups in the transaction of every write that changes the rows they
+# sum (webapp.analytics.rollups says what a row adds); read by webapp.queries.rollups. Every row
+# counts once per span: in its hour (span 3600) and in its UTC day (span 86400).
+
+
+class ToolRollup(db.Model):
+    """Tool calls of one project, tool and bucket: counts, sums and two DDSketches (durations
+    in ms, result sizes in tokens) stored as their bins' counts (JSON text)."""
+
+    __tablename__ = "tool_rollup"
+    __table_args__ = (UniqueConstraint("project_id", "span", "bucket", "function_name"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    span: Mapped[int] = mapped_column(Integer)
+    bucket: Mapped[datetime] = mapped_column(UTCDateTime)
+    function_name: Mapped[str] = mapped_column(String(255))
+    calls: Mapped[int] = mapped_column(BigInteger, default=0)
+    errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    responses: Mapped[int] = mapped_column(BigInteger, default=0)
+    missing: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_n: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_sum: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_n: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_sum: Mapped[int] = mapped_column(BigInteger, default=0)
+    timed: Mapped[int] = mapped_column(BigInteger, default=0)
+    durations: Mapped[str | None] = mapped_column(Text)
+    sizes: Mapped[str | None] = mapped_column(Text)
+    last_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ModelRollup(db.Model):
+    """Service calls (in a conversation) of one project, model ('' for none) and bucket: the
+    usage they reported and their stored cost, in nano-USD so that sums stay exact."""
+
+    __tablename__ = "model_rollup"
+    __table_args__ = (UniqueConstraint("project_id", "span", "bucket", "model"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    span: Mapped[int] = mapped_column(Integer)
+    bucket: Mapped[datetime] = mapped_column(UTCDateTime)
+    model: Mapped[str] = mapped_column(String(200))
+    service_calls: Mapped[int] = mapped_column(BigInteger, default=0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_nano: Mapped[int] = mapped_column(BigInteger, default=0)
+    unpriced: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 # --- OTLP ingestion (docs/otlp.md): raw spans and log records, and what the projector owns ----
 
 

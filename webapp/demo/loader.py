@@ -19,6 +19,7 @@ from sqlalchemy import delete, func, select, update
 
 from ..auth import create_key, get_or_create_project
 from ..db import db, utcnow
+from ..ingest import rollups
 from ..ingest.token_pass import MESSAGES, count_pending
 from ..models import ApiKey, Conversation, Message, ToolInvocation
 from .catalog import CHANNELS, REDACTION_RULES
@@ -267,18 +268,20 @@ def _has_no_active_key(project_id: int) -> bool:
 def _delete_demo_data(project_id: int, conversation_ids: list[str]) -> int:
     """The demo's conversations (messages, calls and usage go with them by cascade), and the
     placeholder messages of MessageTool posts a half-finished load may have left."""
-    removed = db.session.execute(
-        delete(Conversation).where(
-            Conversation.project_id == project_id,
-            Conversation.external_id.in_(conversation_ids),
-        )
-    ).rowcount
-    db.session.execute(
-        delete(Message).where(
-            Message.project_id == project_id,
-            Message.conversation_id.is_(None),
-            Message.external_id.in_([f"{cid}-1-assistant" for cid in conversation_ids]),
-        )
+    conversations = select(Conversation.id).where(
+        Conversation.project_id == project_id,
+        Conversation.external_id.in_(conversation_ids),
     )
+    placeholders = select(Message.id).where(
+        Message.project_id == project_id,
+        Message.conversation_id.is_(None),
+        Message.external_id.in_([f"{cid}-1-assistant" for cid in conversation_ids]),
+    )
+    rollups.remove_conversations(conversations)
+    rollups.remove_messages(placeholders)
+    removed = db.session.execute(
+        delete(Conversation).where(Conversation.id.in_(conversations))
+    ).rowcount
+    db.session.execute(delete(Message).where(Message.id.in_(placeholders)))
     db.session.commit()
     return removed

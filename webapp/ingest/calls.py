@@ -20,6 +20,7 @@ from sqlalchemy import Text, bindparam, select, update
 from ..db import db
 from ..redaction import CompiledRules
 from ..sql import TOOL, json_from_text, new_stamp
+from . import rollups
 from .errors import Conflict, Duplicate, Invalid, RaceLost
 from .values import clean_json, clean_text, compact_json
 
@@ -271,12 +272,14 @@ def store_calls(project_id: int, batches: Sequence[CallBatch]) -> dict[int, list
         if diffs:
             raise _call_conflict(call, labels[message_id], diffs)
         if stored["response"] is None and call.row["response"] is not None:
-            stored = _with_response(stored, call.row)
+            old, stored = stored, _with_response(stored, call.row)
+            rollups.change_call(project_id, old, stored)
             updates.append(stored)
         result[key] = stored
 
     for message_id, row in _insert_calls(project_id, inserts):
         result[(message_id, row["round_index"], row["sequence_index"])] = row
+        rollups.add_calls(project_id, (row,))
     _update_responses(updates)
 
     out: dict[int, list[dict[str, Any]]] = {b.message_id: [] for b in batches}

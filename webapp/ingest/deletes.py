@@ -17,6 +17,7 @@ from sqlalchemy import delete, select
 
 from ..db import db
 from ..sql import CONVERSATION
+from . import rollups
 from .otlp.retention import delete_raw_of
 
 
@@ -29,6 +30,7 @@ def delete_conversation(project_id: int, conversation_id: int) -> bool:
     if db.session.execute(selected.with_for_update()).first() is None:
         return False  # none, or deleted by a concurrent delete that this one waited for
     delete_raw_of(selected)
+    rollups.remove_conversations([conversation_id])
     db.session.execute(
         delete(CONVERSATION).where(
             CONVERSATION.c.id == conversation_id, CONVERSATION.c.project_id == project_id

@@ -25,6 +25,7 @@ from sqlalchemy import delete, exists, select
 from ..db import db
 from ..errors import ApiError
 from ..sql import CONVERSATION, MESSAGE
+from . import rollups
 from .otlp.retention import LOG, SPAN, TURN_TRACE, delete_bare_links, delete_raw_of
 from .transaction import Write, run_write
 
@@ -127,6 +128,7 @@ def _conversations(
         return 0, 0, 0, 0, after
     chosen = select(CONVERSATION.c.id).where(CONVERSATION.c.id.in_(ids))
     spans, logs = delete_raw_of(chosen)
+    rollups.remove_conversations(ids)
     removed = db.session.execute(delete(CONVERSATION).where(CONVERSATION.c.id.in_(ids))).rowcount
     return len(ids), removed, spans, logs, ids[-1]
 
@@ -147,9 +149,12 @@ def _orphans(
     )
     if project_ids is not None:
         selected = selected.where(MESSAGE.c.project_id.in_(project_ids))
-    ids = list(db.session.scalars(selected))
+    # Locked (PostgreSQL), so that none is given a conversation between the roll-ups' read of
+    # its calls and the delete.
+    ids = list(db.session.scalars(selected.with_for_update()))
     if not ids:
         return 0, 0, 0, 0, after
+    rollups.remove_messages(ids)
     removed = db.session.execute(
         delete(MESSAGE).where(MESSAGE.c.id.in_(ids), MESSAGE.c.conversation_id.is_(None))
     ).rowcount

@@ -60,6 +60,7 @@ from sqlalchemy import BigInteger, Integer, String, and_, bindparam, func, or_, 
 
 from ..db import MAX_BIGINT, begin_write, db
 from ..sql import MESSAGE, TOOL, new_stamp
+from . import rollups
 from .values import compact_json, count_tokens
 
 log = logging.getLogger(__name__)
@@ -210,6 +211,10 @@ def count_batch(
     params = [kind.params(row) for row in rows]
     try:
         begin_write()
+        if kind is CALLS:  # the roll-ups' token sums, for the rows that get a count now
+            rollups.count_tokens(
+                {p["b_id"]: p["b_response"] for p in params if p["b_response"] is not None}
+            )
         db.session.execute(kind.store, params, execution_options={"synchronize_session": False})
         db.session.commit()
     except BaseException:

@@ -13,6 +13,7 @@ from sqlalchemy import bindparam, select, update
 from ..db import db
 from ..pricing import PriceOverride, cost_for
 from ..sql import SERVICE_CALL
+from . import rollups
 from .errors import Conflict, Duplicate
 from .values import clean_text
 
@@ -51,8 +52,11 @@ def store_usage(
     usage: Sequence[tuple[dict[str, Any], UsageDraft]],
     price_overrides: Mapping[str, Any] | None,
     now: datetime,
+    *,
+    project_id: int,
 ) -> None:
-    """Store per-round usage of messages; `usage` pairs a stored message row with a draft.
+    """Store per-round usage of messages; `usage` pairs a stored message row with a draft
+    (messages of a conversation of project `project_id`).
 
     A round's usage may be completed later (fields still empty are filled); a value that
     differs from a stored one is a conflict. Cost is computed here, once, with its price source.
@@ -105,11 +109,15 @@ def store_usage(
             )
         missing = {f: v for f, v in given.items() if stored[f] is None}
         if missing:
+            at = message["created_at"]
+            rollups.add_usage(project_id, (dict(stored, message_created_at=at),), -1)
             stored.update(missing)
             price_usage(stored, draft, price_overrides)
+            rollups.add_usage(project_id, (dict(stored, message_created_at=at),))
             updates.append(stored)
     if inserts:
         db.session.execute(SERVICE_CALL.insert(), inserts)
+        rollups.add_usage(project_id, inserts)
     if updates:
         names = (*_USAGE_FIELDS, "cost_usd", "price_source", "price_version")
         db.session.execute(

@@ -152,6 +152,7 @@ def store_messages(
         [(stored[d.external_id], u) for d in drafts for u in d.usage],
         ctx.price_overrides,
         ctx.now,
+        project_id=ctx.project_id,
     )
     touch_conversations([conversation_id], ctx.now)
     return [stored[d.external_id] for d in drafts]

@@ -44,6 +44,7 @@ from ...sql import (
     dialect_insert,
     json_from_text,
 )
+from .. import rollups
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..conversations import REVISION_BUMP
 from ..errors import Invalid, RaceLost
@@ -536,9 +537,11 @@ def _release_turns(gone: list[dict[str, Any]], writes: list[_TurnWrite]) -> dict
     reused = {e: i for e, i in by_external.items() if e in wanted}
     dropped = sorted(i for e, i in by_external.items() if e not in wanted)
     if dropped:
+        rollups.remove_messages(dropped)
         db.session.execute(delete(MESSAGE).where(MESSAGE.c.id.in_(dropped)))
     if reused:
         kept = sorted(reused.values())
+        rollups.remove_messages(kept)  # their calls and usage are written anew
         db.session.execute(delete(TOOL).where(TOOL.c.message_id.in_(kept)))
         db.session.execute(delete(SERVICE_CALL).where(SERVICE_CALL.c.message_id.in_(kept)))
     db.session.execute(delete(TURN).where(TURN.c.id.in_(sorted(r["id"] for r in gone))))
@@ -650,9 +653,11 @@ def _insert_turns(
             if w.calls
         ],
     )
+    _insert_mcp(ctx, writes, ids, stored_calls)
     usage = [{**row, "message_id": ids[w.turn.assistant_id]} for w in writes for row in w.usage]
     if usage:
         db.session.execute(SERVICE_CALL.insert(), usage)
+        rollups.add_usage(ctx.project_id, usage)
     turn_rows = [
         {
             "project_id": ctx.project_id,
