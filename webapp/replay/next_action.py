@@ -280,12 +280,14 @@ def parse_usage(fmt: str, answer: Mapping[str, Any]) -> Usage:
             _count(usage, "prompt_tokens"),
             _count(usage, "completion_tokens"),
             _count(usage, "prompt_tokens_details", "cached_tokens"),
+            _count(usage, "prompt_tokens_details", "cache_write_tokens"),
         )
     if fmt == "openai-responses":
         return Usage(
             _count(usage, "input_tokens"),
             _count(usage, "output_tokens"),
             _count(usage, "input_tokens_details", "cached_tokens"),
+            _count(usage, "input_tokens_details", "cache_write_tokens"),
         )
     if fmt == "anthropic":
         # Anthropic counts cache reads and writes beside input_tokens, not among them.
