@@ -26,7 +26,10 @@ Message = dict[str, Any]
 Part = dict[str, Any]
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call"})
+# `tool-calls`: the Vercel AI SDK's spelling.
+TOOL_FINISH_REASONS = frozenset(
+    {"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"}
+)
 
 # Content values longer than this are not parsed as JSON: they stay opaque strings. The app
 # passes TOOLSCOPE_MAX_RESULT_BYTES; this default serves the pure tests.
@@ -148,6 +151,8 @@ def semconv_part(part: Mapping[str, Any], limit: int) -> Part:
     if kind == "tool_call_response":
         # The JSON schema names it `response`; the spec's example and pydantic-ai say `result`.
         value = part["response"] if "response" in part else part.get("result")
+        # A result as a list of text blocks (Strands: `[{"text": ...}]`) is their text.
+        value = _content_text(value, limit)
         out = response_part(part.get("id"), value)
         if isinstance(part.get("name"), str):
             out["name"] = part["name"]
@@ -185,7 +190,10 @@ def chat_message(role: Any, body: Mapping[str, Any], limit: int) -> Message:
     parts: list[Part] = []
     content = body.get("content")
     call_id = body.get("tool_call_id", body.get("id") if role == "tool" else None)
-    if role == "tool":
+    results = _result_blocks(content, limit) if role == "tool" else None
+    if results:
+        parts.extend(results)  # one tool message with N result blocks (Strands)
+    elif role == "tool":
         parts.append(response_part(call_id, _content_text(content, limit)))
     else:
         parts.extend(content_parts(content, limit))
@@ -209,6 +217,21 @@ def _as_list(value: Any) -> list[Any]:
     if isinstance(value, Mapping):  # unflattened lists come back as lists; be lenient anyway
         return list(value.values())
     return []
+
+
+def _result_blocks(content: Any, limit: int) -> list[Part] | None:
+    """A tool message whose content is a list of result blocks (Anthropic `tool_result`, Bedrock
+    `toolResult`, possibly as a JSON string): one result part per block."""
+    if isinstance(content, str) and content.startswith("[{"):
+        content = load_json(content, limit)
+    if not isinstance(content, list) or not content:
+        return None
+    if not all(
+        isinstance(b, Mapping) and (b.get("type") == "tool_result" or "toolResult" in b)
+        for b in content
+    ):
+        return None
+    return _blocks(content, limit)
 
 
 def _content_text(content: Any, limit: int) -> Any:
@@ -240,8 +263,15 @@ def content_parts(content: Any, limit: int) -> list[Part]:
     return [text_part(result_of(content) or "")]
 
 
+# Bedrock Converse content blocks (Strands) have no `type`: their one key says what they are.
+_BEDROCK_BLOCKS = ("text", "toolUse", "toolResult")
+
+
 def _is_block(value: Any) -> bool:
-    return isinstance(value, Mapping) and isinstance(value.get("type"), str)
+    return isinstance(value, Mapping) and (
+        isinstance(value.get("type"), str)
+        or (len(value) == 1 and next(iter(value)) in _BEDROCK_BLOCKS)
+    )
 
 
 def _blocks(blocks: Iterable[Any], limit: int) -> list[Part]:
@@ -253,6 +283,22 @@ def _blocks(blocks: Iterable[Any], limit: int) -> list[Part]:
         if not isinstance(block, Mapping):
             continue
         kind = block.get("type")
+        if kind is None and len(block) == 1:  # Bedrock Converse: {"text"}, {"toolUse"}, ...
+            kind, inner = next(iter(block.items()))
+            if kind == "text" and isinstance(inner, str):
+                parts.append(text_part(inner))
+                continue
+            if kind == "toolUse" and isinstance(inner, Mapping):
+                parts.append(
+                    tool_call_part(
+                        inner.get("toolUseId"), inner.get("name"), inner.get("input"), limit
+                    )
+                )
+                continue
+            if kind == "toolResult" and isinstance(inner, Mapping):
+                text = _content_text(inner.get("content"), limit)
+                parts.append(response_part(inner.get("toolUseId"), text))
+                continue
         if kind in ("text", "input_text", "output_text") and isinstance(block.get("text"), str):
             parts.append(text_part(block["text"]))
         elif kind == "tool_use":
