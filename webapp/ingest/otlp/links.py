@@ -50,4 +50,7 @@ def record_links(record: dict[str, Any]) -> set[str]:
     tool = record.get("tool")
     if tool and tool["id"]:
         links.add(_hash("call", tool["id"]))
+    # Two reports of one model call (docs/otlp-mapping.md, 'One model call, one round').
+    if record.get("response_id"):
+        links.add(_hash("response", f"{record.get('service', '')}\x00{record['response_id']}"))
     return links

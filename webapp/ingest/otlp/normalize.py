@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import messages as m
+from . import span_events, vercel
 from .records import STATUS_ERROR, LogRecord, Span
 
 # The conversation-id keys, in precedence order (the setting may put more in front).
@@ -34,6 +35,8 @@ CONVERSATION_KEYS = (
     "traceloop.association.properties.session_id",
     "traceloop.association.properties.conversation_id",
     "langfuse.session.id",
+    # The Vercel AI SDK: a session id in `experimental_telemetry.metadata`.
+    *vercel.SESSION_KEYS,
 )
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses"})
@@ -60,7 +63,7 @@ CONTENT_KEYS = frozenset(
         "tool_arguments",
         "tool_response",
     }
-)
+) | vercel.CONTENT_KEYS
 CONTENT_PREFIXES = (
     "gen_ai.prompt.",
     "gen_ai.completion.",
@@ -98,7 +101,7 @@ def classify(attributes: Mapping[str, Any]) -> str:
         or _string(attributes.get("llm.request.type")) in ("chat", "completion")
     ):
         return "llm"
-    return "other"
+    return vercel.classify(attributes) or "other"
 
 
 def _first(attributes: Mapping[str, Any], *keys: str) -> Any:
@@ -177,11 +180,27 @@ def normalize_span(
     _put(record, "tools", tool_definitions(attrs, limit))
     if kind == "tool":
         record["tool"] = _tool(span, limit)
+    if kind in ("llm", "agent"):
+        # Content in span events (Strands), read as log records are.
+        span_events.read(record, span, limit)
+    if kind == "llm":
+        _put(record, "response_id", _response_id(attrs, limit))
+    vercel.complete(record, span, limit)
     if kind == "agent":
         text = attrs.get("input.value")
         if isinstance(text, str) and text and m.load_json(text, limit) is None:
             record["agent_input_text"] = text  # OpenInference: the agent's input as plain text
     return record
+
+
+def _response_id(attrs: Mapping[str, Any], limit: int) -> str | None:
+    """The provider's id of the answer: `gen_ai.response.id`, else the `id` of OpenInference's
+    response body in `output.value` (docs/otlp-mapping.md, 'One model call, one round')."""
+    value = _string(attrs.get("gen_ai.response.id"))
+    if value is None and isinstance(attrs.get("output.value"), str):
+        body = m.load_json(attrs["output.value"], limit)
+        value = _string(body.get("id")) if isinstance(body, Mapping) else None
+    return value
 
 
 def _is_conversation_key(key: str) -> bool:
@@ -461,6 +480,8 @@ def normalize_log(
         index = body.get("index")
         out["choice_index"] = index if isinstance(index, int) and not isinstance(index, bool) else 0
         inner = body.get("message")
+        if isinstance(inner, str):  # Strands: the message's content, as text or JSON blocks
+            inner = {"content": inner}
         message = m.chat_message("assistant", inner if isinstance(inner, Mapping) else {}, limit)
         if isinstance(body.get("finish_reason"), str):
             message["finish_reason"] = body["finish_reason"]

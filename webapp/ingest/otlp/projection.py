@@ -28,6 +28,7 @@ from dataclasses import astuple, dataclass, field, fields
 from typing import Any
 
 from . import messages as m
+from .duplicates import one_round_per_call
 from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
 from .records import STATUS_ERROR
 
@@ -233,6 +234,8 @@ class _Index:
             for r in sorted(self.spans.values(), key=_order)
             if r["class"] == "llm"
         ]
+        # One model call is one round, whoever reports it (duplicates.py).
+        self.llms = one_round_per_call(self.llms, self.ancestors)
         self.llm_by_key = {_key(r): r for r in self.llms}
         # Tool calls some stored LLM span emitted (a later span's history needs no synthetic
         # round for them).
@@ -759,7 +762,10 @@ def _turn_plan(
         tools=tools,
         agent_name=agent_name,
         content_captured=captured,
-        traces=sorted({r["trace_id"] for r in turn.llms}),
+        traces=sorted(
+            {r["trace_id"] for r in turn.llms}
+            | {t for r in turn.llms for t in r.get("duplicate_traces", ())}
+        ),
     )
     plan.explicit_id = _explicit_id(index, turn, options)
     return plan
