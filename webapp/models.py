@@ -16,6 +16,7 @@ from sqlalchemy import (
     DDL,
     BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -176,6 +177,36 @@ class ToolInvocation(db.Model):
     # set one for any other insert or update ("A tool call row's stamp" below). NULL (a row
     # stored before the column): read whole every time.
     stamp: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class McpCall(db.Model):
+    """How a tool call went through MCP: the `tools/call` exchange the OTLP projection attached
+    to it (docs/otlp-mapping.md, 'MCP calls'). Written and deleted with its call."""
+
+    __tablename__ = "mcp_call"
+    __table_args__ = (
+        # The MCP servers page groups a project's calls by server.
+        Index(None, "project_id", "server"),
+    )
+
+    tool_invocation_id: Mapped[int] = mapped_column(
+        RowId, ForeignKey("tool_invocation.id", ondelete="CASCADE"), primary_key=True
+    )
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    # The server's `service.name`, else its name or address as the client saw it; "" unknown.
+    server: Mapped[str] = mapped_column(String(255), default="")
+    method: Mapped[str] = mapped_column(String(64), default="tools/call")
+    transport: Mapped[str | None] = mapped_column(String(32))
+    session_id: Mapped[str | None] = mapped_column(String(255))
+    request_id: Mapped[str | None] = mapped_column(String(255))
+    protocol_version: Mapped[str | None] = mapped_column(String(32))
+    # The MCP span's own duration (the client's round trip, else the server's handling), and
+    # the server's handling when both sides were seen.
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    server_duration_ms: Mapped[float | None] = mapped_column(Float)
+    error_type: Mapped[str | None] = mapped_column(String(64))
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
 
 
 class ServiceCall(db.Model):

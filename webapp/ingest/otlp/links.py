@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import messages as m
+from .mcp import mcp_links
 
 
 def _hash(kind: str, value: str) -> str:
@@ -53,4 +54,6 @@ def record_links(record: dict[str, Any]) -> set[str]:
     # Two reports of one model call (docs/otlp-mapping.md, 'One model call, one round').
     if record.get("response_id"):
         links.add(_hash("response", f"{record.get('service', '')}\x00{record['response_id']}"))
+    # MCP spans in their own trace (docs/otlp-mapping.md, 'MCP calls'): one-way links.
+    links |= mcp_links(record)
     return links

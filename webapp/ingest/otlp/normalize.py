@@ -26,6 +26,7 @@ from typing import Any
 
 from . import messages as m
 from . import span_events, vercel
+from .mcp import mcp_record
 from .records import STATUS_ERROR, LogRecord, Span
 
 # The conversation-id keys, in precedence order (the setting may put more in front).
@@ -169,6 +170,8 @@ def normalize_span(
     if ids:
         record["conversation_ids"] = ids
     _put(record, "agent_name", _string(attrs.get("gen_ai.agent.name")))
+    # MCP spans (docs/otlp-mapping.md, 'MCP calls'): the client's is of no GenAI class.
+    _put(record, "mcp", mcp_record(span.name, span.kind, attrs, span.scope_name, record["service"]))
     if kind == "other":
         return record
     _put(record, "model", _string(_first(attrs, *_MODEL_KEYS)))
@@ -380,7 +383,7 @@ def _definition(item: Any) -> dict[str, Any] | None:
 def _tool(span: Span, limit: int) -> dict[str, Any]:
     """The tool-execution record (docs/otlp-mapping.md, 'Tool-execution spans')."""
     attrs = span.attributes
-    name = _string(_first(attrs, "gen_ai.tool.name", "tool.name"))
+    name = _string(_first(attrs, "gen_ai.tool.name", "tool.name", "traceloop.entity.name"))
     if name is None:
         name = span.name.removeprefix("execute_tool ").strip() or span.name
     call_id = _first(attrs, "gen_ai.tool.call.id", "tool.id", "tool_call.id")
@@ -393,7 +396,8 @@ def _tool(span: Span, limit: int) -> dict[str, Any]:
         entity = attrs.get("traceloop.entity.input")
         entity = m.load_json(entity, limit) if isinstance(entity, str) else entity
         if isinstance(entity, Mapping):
-            arguments = entity.get("kwargs", entity.get("inputs"))
+            # OpenLLMetry's mcp instrumentation: {"tool_name": ..., "arguments": {...}}
+            arguments = entity.get("kwargs", entity.get("inputs", entity.get("arguments")))
     result = _first(
         attrs,
         "gen_ai.tool.call.result",

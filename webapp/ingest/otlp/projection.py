@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, field, fields
 from typing import Any
 
+from . import mcp
 from . import messages as m
 from .duplicates import one_round_per_call
 from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
@@ -68,6 +69,7 @@ class CallPlan:
     is_error: bool = False
     redactions: list[str] = field(default_factory=list)
     span_id: str | None = None  # the tool-execution span, when one matched
+    mcp: dict[str, Any] | None = None  # the MCP exchange that carried it (mcp.attach)
 
 
 @dataclass
@@ -136,6 +138,7 @@ class TurnPlan:
                         c.is_error,
                         c.redactions,
                         c.span_id,
+                        c.mcp,
                     )
                     for c in r.calls
                 ],
@@ -420,8 +423,8 @@ def _turn_tools(index: _Index, turn: _Turn, rounds: list[Record]) -> list[Record
     found = []
     for trace_id in sorted(traces):
         for record in index.by_trace[trace_id]:
-            if record["class"] != "tool":
-                continue
+            if record["class"] != "tool" or record.get("mcp"):
+                continue  # an MCP span carries a call, it is not one (mcp.attach)
             if turn.agent is not None:
                 if (
                     index.nearest_agent(record) is turn.agent
@@ -917,4 +920,5 @@ def project(
         plan = _build_turn(index, _Turn(key, llms, agent, parent_id), options)
         if plan is not None:
             plans.append(plan)
+    mcp.attach(plans, mcp.exchanges(index.spans.values()), index.ancestors)
     return _conversations(plans, index, options)

@@ -24,10 +24,11 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Text, bindparam, delete, func, select, text, update
+from sqlalchemy import Text, bindparam, case, delete, func, literal, select, text, update
 
 from ...db import db
 from ...models import (
+    McpCall,
     OtelLink,
     OtelLog,
     OtelSpan,
@@ -51,6 +52,7 @@ from ..errors import Invalid, RaceLost
 from ..messages import update_messages
 from ..usage import UsageDraft, price_usage
 from ..values import clean_json, clean_text, compact_json
+from . import mcp
 from .batch import Batch
 from .links import record_links
 from .projection import ConversationPlan, Options, TurnPlan, project
@@ -60,6 +62,8 @@ LOG = OtelLog.__table__
 LINK = OtelLink.__table__
 TURN = OtelTurn.__table__
 TURN_TRACE = OtelTurnTrace.__table__
+MCP_CALL = McpCall.__table__
+MCP_TEXT_COLUMNS = ("transport", "session_id", "request_id", "protocol_version", "error_type")
 
 TRUNCATED = "otlp:truncated"
 # A component larger than this many traces is cut (the rest is projected by later requests
@@ -102,7 +106,7 @@ def _lock(project_id: int, traces: Iterable[str], links: Iterable[str] = ()) -> 
     uncommitted rows. One statement, the locks taken in sorted order."""
     if db.session.get_bind().dialect.name != "postgresql":
         return
-    names = [f"t:{t}" for t in traces] + [f"l:{link}" for link in links]
+    names = [f"t:{t}" for t in traces] + [f"l:{mcp.lock_name(link)}" for link in links]
     keys = sorted(
         {
             int.from_bytes(
@@ -252,21 +256,32 @@ def _insert_rows(ctx: StoreContext, new: _NewRows) -> None:
 # --- 2. The component -------------------------------------------------------------------------
 
 
+# The links a stored link meets: itself, or an MCP link's counterpart (mcp.counterpart, in SQL).
+_PREFIX = func.substr(LINK.c.link, 1, 2)
+_MEETS = case(
+    (_PREFIX == mcp.OFFER, literal(mcp.ASK) + func.substr(LINK.c.link, 3)),
+    (_PREFIX == mcp.ASK, literal(mcp.OFFER) + func.substr(LINK.c.link, 3)),
+    else_=LINK.c.link,
+)
+
+
 def _component(project_id: int, traces: set[str], links: set[str]) -> set[str]:
     """The traces linked to `traces` (whose links not stored yet are `links`), directly or
     through others: one query per step."""
     component = set(traces)
     if links:
+        # An MCP link meets its counterpart only (docs/otlp-mapping.md, 'MCP calls').
+        meets = sorted({mcp.counterpart(link) for link in links})
         component |= set(
             db.session.scalars(
                 select(LINK.c.trace_id)
-                .where(LINK.c.project_id == project_id, LINK.c.link.in_(sorted(links)))
+                .where(LINK.c.project_id == project_id, LINK.c.link.in_(meets))
                 .distinct()
             )
         )
     frontier = set(component)
     while frontier and len(component) < MAX_COMPONENT_TRACES:
-        own_links = select(LINK.c.link).where(
+        own_links = select(_MEETS).where(
             LINK.c.project_id == project_id, LINK.c.trace_id.in_(sorted(frontier))
         )
         found = set(
@@ -645,7 +660,7 @@ def _insert_turns(
             .returning(MESSAGE.c.id, MESSAGE.c.external_id)
         )
         ids.update({r.external_id: r.id for r in _insert_new(stmt, inserts)})
-    store_calls(
+    stored_calls = store_calls(
         ctx.project_id,
         [
             CallBatch(ids[w.turn.assistant_id], w.turn.assistant_id, w.calls)
@@ -680,6 +695,43 @@ def _insert_turns(
             for trace_id in w.turn.traces
         ],
     )
+
+
+def _insert_mcp(
+    ctx: StoreContext,
+    writes: list[_TurnWrite],
+    ids: dict[str, int],
+    stored_calls: dict[int, list[dict[str, Any]]],
+) -> None:
+    """The MCP details of the calls an exchange carried (docs/otlp-mapping.md, 'MCP calls'):
+    one row per call, deleted with it."""
+    rows = []
+    for w in writes:
+        message_id = ids[w.turn.assistant_id]
+        call_ids = {
+            (r["round_index"], r["sequence_index"]): r["id"]
+            for r in stored_calls.get(message_id, ())
+        }
+        for plan in w.turn.rounds:
+            for call in plan.calls:
+                call_id = call_ids.get((plan.index, call.sequence_index))
+                if call.mcp is None or call_id is None:
+                    continue
+                rows.append(
+                    {
+                        "tool_invocation_id": call_id,
+                        "project_id": ctx.project_id,
+                        **{k: clean_text(call.mcp.get(k)) for k in MCP_TEXT_COLUMNS},
+                        "server": clean_text(call.mcp.get("server")) or "",
+                        "method": clean_text(call.mcp.get("method")) or "tools/call",
+                        "duration_ms": call.mcp.get("duration_ms"),
+                        "server_duration_ms": call.mcp.get("server_duration_ms"),
+                        "trace_id": call.mcp["trace_id"],
+                        "span_id": call.mcp["span_id"],
+                    }
+                )
+    if rows:
+        db.session.execute(MCP_CALL.insert(), rows)
 
 
 def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
