@@ -27,7 +27,9 @@ from typing import Any
 from . import messages as m
 from . import span_events, vercel
 from .mcp import mcp_record
+from .payloads import callback_arguments, tool_result
 from .records import STATUS_ERROR, LogRecord, Span
+from .turn_keys import is_graph_step
 
 # The conversation-id keys, in precedence order (the setting may put more in front).
 CONVERSATION_KEYS = (
@@ -190,6 +192,8 @@ def normalize_span(
         _put(record, "response_id", _response_id(attrs, limit))
     vercel.complete(record, span, limit)
     if kind == "agent":
+        if is_graph_step(attrs):
+            record["graph_step"] = True  # not a run (docs/otlp-mapping.md, 'Turns')
         text = attrs.get("input.value")
         if isinstance(text, str) and text and m.load_json(text, limit) is None:
             record["agent_input_text"] = text  # OpenInference: the agent's input as plain text
@@ -414,6 +418,12 @@ def _tool(span: Span, limit: int) -> dict[str, Any]:
                 if isinstance(text, str) and text:
                     error_text = text
                     break
+    # Ids and results buried in framework payloads (docs/otlp-mapping.md, 'Payloads of
+    # framework tool spans').
+    arguments, buried_id = callback_arguments(arguments, limit)
+    result, result_id = tool_result(result, limit)
+    if call_id is None:
+        call_id = buried_id or result_id
     return {
         "id": call_id if isinstance(call_id, str) else ("" if call_id is None else str(call_id)),
         "name": name,

@@ -32,6 +32,8 @@ from . import messages as m
 from .duplicates import one_round_per_call
 from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
 from .records import STATUS_ERROR
+from .tool_spans import match as match_tool_span
+from .turn_keys import turn_agent
 
 Record = dict[str, Any]
 
@@ -264,7 +266,9 @@ class _Index:
         return out
 
     def nearest_agent(self, record: Record) -> Record | None:
-        return next((a for a in self.ancestors(record) if a["class"] == "agent"), None)
+        """The agent span that keys the record's turn: the outermost one, graph steps left
+        out (docs/otlp-mapping.md, 'The outermost agent span keys the turn')."""
+        return turn_agent(self.ancestors(record))
 
 
 def _tail_ids(llm: Record) -> list[str]:
@@ -643,18 +647,9 @@ def _resolve(
             if name not in call.redactions:
                 call.redactions.append(name)
     tool = by_call_id.get(part["id"]) if part["id"] else None
-    if tool is None and not part["id"] and window is not None:
-        tool = next(
-            (
-                t
-                for t in sorted(name_pool, key=lambda t: (t["start_ns"], t["span_id"]))
-                if t["span_id"] not in used_tools
-                and t["tool"]["name"] == part["name"]
-                and t["start_ns"] >= window[0]
-                and (window[1] is None or t["start_ns"] < window[1])
-            ),
-            None,
-        )
+    if tool is None and window is not None:
+        # docs/otlp-mapping.md, 'Tool spans without a call id'
+        tool = match_tool_span(part, name_pool, used_tools, window)
     if tool is not None:
         used_tools.add(tool["span_id"])
         _apply_tool_span(call, tool)
