@@ -32,8 +32,6 @@ from . import messages as m
 from .duplicates import one_round_per_call
 from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
 from .records import STATUS_ERROR
-from .tool_spans import match as match_tool_span
-from .turn_keys import turn_agent
 
 Record = dict[str, Any]
 
@@ -266,9 +264,7 @@ class _Index:
         return out
 
     def nearest_agent(self, record: Record) -> Record | None:
-        """The agent span that keys the record's turn: the outermost one, graph steps left
-        out (docs/otlp-mapping.md, 'The outermost agent span keys the turn')."""
-        return turn_agent(self.ancestors(record))
+        return next((a for a in self.ancestors(record) if a["class"] == "agent"), None)
 
 
 def _tail_ids(llm: Record) -> list[str]:
@@ -529,6 +525,11 @@ def _build_turn(index: _Index, turn: _Turn, options: Options) -> TurnPlan | None
         return None
     first = rounds[0]
     turn_tools = _turn_tools(index, turn, rounds)
+    # A span of a tool the model was not offered is not a call of it, when the offer is known:
+    # ADK's `execute_tool (merged)` (docs/otlp-mapping.md, 'Execution spans that are not calls').
+    offered = {t["name"] for t in first.get("tools") or (turn.agent or {}).get("tools") or ()}
+    if offered:
+        turn_tools = [t for t in turn_tools if t["tool"]["name"] in offered]
     traces = {r["trace_id"] for r in turn.llms} | {t["trace_id"] for t in turn_tools}
     by_call_id = _call_id_tools(index, traces)
     logged = _tool_message_results(index, traces)
@@ -647,9 +648,18 @@ def _resolve(
             if name not in call.redactions:
                 call.redactions.append(name)
     tool = by_call_id.get(part["id"]) if part["id"] else None
-    if tool is None and window is not None:
-        # docs/otlp-mapping.md, 'Tool spans without a call id'
-        tool = match_tool_span(part, name_pool, used_tools, window)
+    if tool is None and not part["id"] and window is not None:
+        tool = next(
+            (
+                t
+                for t in sorted(name_pool, key=lambda t: (t["start_ns"], t["span_id"]))
+                if t["span_id"] not in used_tools
+                and t["tool"]["name"] == part["name"]
+                and t["start_ns"] >= window[0]
+                and (window[1] is None or t["start_ns"] < window[1])
+            ),
+            None,
+        )
     if tool is not None:
         used_tools.add(tool["span_id"])
         _apply_tool_span(call, tool)
