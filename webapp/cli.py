@@ -48,10 +48,21 @@ def serve_command(host: str, port: int, debug: bool) -> None:
 
         token_pass = TokenPass.for_app(app)
         token_pass.start(app)
+    # The runs sent to models, as the token pass process sends them under gunicorn.
+    run_worker = None
+    if app.config.get("RUN_WORKERS", 0) > 0 and (
+        not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
+    ):
+        from .services.run_worker import RunWorker
+
+        run_worker = RunWorker.for_app(app)
+        run_worker.start(app)
     click.echo(f"Toolscope on http://{host}:{port}/")
     try:
         run_simple(host, port, app, threaded=True, use_reloader=debug, use_debugger=debug)
     finally:
+        if run_worker is not None:
+            run_worker.stop()
         if token_pass is not None:
             token_pass.stop()
 
@@ -339,6 +350,41 @@ def purge_command(days: int, project_slug: str | None, batch: int, quiet: bool) 
     )
 
 
+@click.group("runs")
+def runs_group() -> None:
+    """Runs: replays sent to model connections (docs/runs.md)."""
+
+
+@runs_group.command("work")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Default: RUN_WORKERS.")
+@click.option("--until-idle", is_flag=True, help="Exit once no run is queued.")
+@with_appcontext
+def runs_work(threads: int | None, until_idle: bool) -> None:
+    """Send queued runs to their models in the foreground, until SIGTERM or Ctrl-C (what the
+    server's background process does; safe beside running servers: workers share the queue)."""
+    import signal
+
+    from .services.run_worker import RunWorker
+
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    overrides = {"threads": threads} if threads else {}
+    worker = RunWorker.for_app(app, **overrides)
+    if until_idle:
+        click.echo(f"{worker.run_until_idle(app)} runs executed")
+        return
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    worker.start(app)
+    click.echo(f"run worker {worker.name}: {worker.threads} threads", err=True)
+    try:
+        while not stopping:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.stop()
+
+
 # Flask-Migrate's `db` comes from the app itself (FlaskGroup looks there after these).
 for _command in (
     serve_command,
@@ -347,6 +393,7 @@ for _command in (
     tokens_group,
     conversations_group,
     purge_command,
+    runs_group,
     demo_command,
     bench_command,
 ):

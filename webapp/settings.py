@@ -239,6 +239,46 @@ SETTINGS: tuple[Setting, ...] = (
         "counts at once whatever the load.",
         float,
     ),
+    Setting(
+        "RUN_WORKERS",
+        4,
+        "How many runs (replays sent to a model, docs/runs.md) the server sends at once: "
+        "threads of its run worker, which works through the queue of runs in the database "
+        "(in the token pass process under gunicorn, in `toolscope serve` itself); 0 turns "
+        "it off, then run `toolscope runs work`. The token pass process runs only while "
+        "TOKEN_PASS_SECONDS is above 0.",
+        int,
+    ),
+    Setting(
+        "RUN_LEASE_SECONDS",
+        60.0,
+        "How long a run worker holds a run it sends without renewing its lease (it renews "
+        "it every third of this while the provider answers): a run whose worker was "
+        "killed is taken up again this long after.",
+        float,
+    ),
+    Setting(
+        "RUN_MAX_ATTEMPTS",
+        2,
+        "How many times a run is started before a run whose worker keeps stopping "
+        "mid-call (its lease ran out) is marked failed instead of queued again.",
+        int,
+    ),
+    Setting(
+        "MODEL_TIMEOUT_SECONDS",
+        120.0,
+        "Longest wait for a model provider's answer to one request of a run (the SDK's "
+        "timeout), each retry included anew.",
+        float,
+    ),
+    Setting(
+        "MODEL_MAX_RETRIES",
+        2,
+        "How many times the provider's SDK retries a run's request after a 429, a 5xx "
+        "answer, a timeout or a dropped connection (with its own back-off) before the run "
+        "fails.",
+        int,
+    ),
 )
 
 

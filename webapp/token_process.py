@@ -15,7 +15,9 @@ text itself (a replay or a chart over rows the pass has not counted yet).
   pending work is the NULL counts in the database, so nothing is lost;
 * `stop()` (gunicorn's `on_exit`) sends SIGTERM and waits, then SIGKILL.
 
-The process itself (`main`) runs `TokenPass` until SIGTERM or SIGINT, and exits by itself if its
+The process itself (`main`) runs `TokenPass`, and the run worker beside it
+(`webapp.services.run_worker`, RUN_WORKERS threads: the runs sent to models), until SIGTERM or
+SIGINT, and exits by itself if its
 parent goes away (a master killed with SIGKILL runs no hook). It keeps the file lock of
 `TokenPass`, so with several servers on one machine one of them counts at a time.
 """
@@ -133,14 +135,22 @@ def main() -> int:
 
     from . import create_app
     from .ingest.token_pass import TokenPass
+    from .services.run_worker import RunWorker
 
     # No API, no pages: the pass needs only the database (~11 MB less).
     config = {"DATABASE_URL": database_url, "TOKEN_PASS_SECONDS": interval}
     app = create_app(config, routes=False)
     token_pass = TokenPass.for_app(app)  # with the settings of the environment
     token_pass.start(app)
+    # The run worker beside the pass: the server's runs are sent from here, so no web worker
+    # waits on a model (docs/runs.md, 'The queue').
+    run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
+    if run_worker is not None:
+        run_worker.start(app)
     while not stopping and (not parent or os.getppid() == parent):
         time.sleep(PARENT_CHECK_SECONDS)  # so a signal stops it within this time
+    if run_worker is not None:
+        run_worker.stop()
     token_pass.stop()
     return 0
 

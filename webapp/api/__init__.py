@@ -33,6 +33,7 @@ from . import (  # noqa: E402,F401  (routes on bp)
     otel,
     otlp,
     replay,
+    runs,
 )
 
 

@@ -1,0 +1,658 @@
+"""Runs: one replay of a conversation sent to one model connection, and what came back
+(docs/runs.md, 'Runs').
+
+A run is a row of ``model_run``, which is also the durable queue: :func:`prepare_run` checks
+what was asked and builds the replay exactly as the replay API does
+(``services.replay_answer``: load, build, with the options ``replay.export.parse_query``
+reads), with the edits applied to the history first (``replay.edits``); it makes the request
+body (``replay.run_request``) and its key, and what the agent really did next
+(``replay.next_action.recorded_next_action``). :func:`store_run` inserts the run, queued, in the
+write transaction (a ``Write`` that ``run_write`` runs), or answered at once from an earlier
+run with the same request key when the temperature is 0 and ``fresh`` was not asked for: the
+same question is never paid for twice.
+
+The run worker (``services.run_worker``) claims queued runs (:func:`claim_next`), sends each
+(:func:`execute`: ``services.providers.send``, outside any transaction and any ``gc_paused``
+region), and stores the answer, the parsed next action, usage, cost (``pricing.cost_for``, the
+price source of the cost charts, with the project's overrides), latency and the comparison
+with the recorded action; or the failure, with the provider's status and message. A run whose
+worker stopped mid-call (its lease ran out) is queued again or failed (:func:`reap_expired`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import and_, case, select, update
+
+from ..db import db, utcnow
+from ..ingest.transaction import Write, run_write
+from ..models import Conversation, ModelRun, Project
+from ..pricing import PriceOverride, cost_for
+from ..queries.records import ConversationRecord
+from ..replay.edits import EditError, apply_edits, parse_edits
+from ..replay.export import OPTION_FIELDS, OptionError, parse_query
+from ..replay.gc_pause import gc_paused
+from ..replay.next_action import (
+    NextAction,
+    compare,
+    parse_usage,
+    recorded_next_action,
+)
+from ..replay.run_request import request_body, request_key
+from . import replay_answer
+from .model_connections import ConnectionNotFound, ConnectionUnusable, resolve_connection
+from .providers import FormatMismatch, ProviderAnswer, ProviderError, check_format, send
+
+RUN = ModelRun.__table__
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINISHED = ("succeeded", "failed", "cancelled")
+
+# A request's largest max_tokens and the temperature's range (OpenAI's; Anthropic's is 0..1,
+# which its API checks).
+MAX_OUTPUT_TOKENS = 1_000_000
+MAX_TEMPERATURE = 2.0
+
+INTERRUPTED = "interrupted"  # ProviderError-like kind of a run whose worker stopped
+
+
+class RunInputError(ValueError):
+    """What was asked cannot be run: ``field`` names the body field (the API's 422)."""
+
+    def __init__(self, field: str, message: str, status: int = 422):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run as asked for (the API's body): the connection by name, the model (None: the
+    connection's default), the replay options by their replay-API names, the edits as given,
+    sampling, and ``fresh`` (do not answer from an earlier run)."""
+
+    connection: str
+    model: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    edits: Sequence[Any] | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run ready to be stored: its row, and whether an earlier answer may stand for it."""
+
+    row: dict[str, Any]
+    cacheable: bool
+    recorded: NextAction | None
+
+
+def new_run_id() -> str:
+    return "run_" + secrets.token_urlsafe(12).replace("-", "x").replace("_", "y")
+
+
+def option_params(options: Mapping[str, Any]) -> dict[str, str]:
+    """The body's option values as the replay parameters' text (``parse_query`` reads query
+    strings): true/false, numbers as written, null as "not set"."""
+    params: dict[str, str] = {}
+    for name, value in options.items():
+        if value is None:
+            params[name] = ""
+        elif isinstance(value, bool):
+            params[name] = "true" if value else "false"
+        else:
+            params[name] = str(value)
+    return params
+
+
+def prepare_run(
+    project_id: int,
+    conversation: ConversationRecord,
+    spec: RunSpec,
+    *,
+    now: datetime | None = None,
+    study_id: str | None = None,
+    variant: str | None = None,
+) -> PreparedRun:
+    """Check ``spec`` against the conversation and the project's connections, and build what
+    will be sent. Reads only (the caller ends the read before :func:`store_run`). Raises
+    :class:`RunInputError` (bad options or edits: 422, unknown connection: 404, unusable
+    connection: 409)."""
+    now = now or utcnow()
+    unknown = set(spec.options) - set(OPTION_FIELDS)
+    if unknown:
+        name = sorted(unknown)[0]
+        raise RunInputError(name, "not a replay option")
+    try:
+        query = parse_query(option_params(spec.options))
+    except OptionError as exc:
+        raise RunInputError(exc.field, exc.message) from None
+    try:
+        edits = parse_edits(spec.edits)
+    except EditError as exc:
+        raise RunInputError(_edit_field(exc), exc.message) from None
+    _check_sampling(spec)
+    try:
+        connection = resolve_connection(db.session, project_id, spec.connection)
+    except ConnectionNotFound as exc:
+        raise RunInputError("connection", str(exc), 404) from None
+    except ConnectionUnusable as exc:
+        raise RunInputError("connection", str(exc), 409) from None
+    try:
+        check_format(connection.kind, query.format)
+    except FormatMismatch as exc:
+        raise RunInputError("format", str(exc)) from None
+    model = spec.model or connection.default_model
+    if not model:
+        raise RunInputError(
+            "model", f"connection {connection.name!r} has no default model: name one"
+        )
+    with gc_paused():  # the replay's whole job, as the replay API pauses it (no network here)
+        loaded = replay_answer.load(conversation)
+        try:
+            original = replay_answer.build(conversation, loaded, query, now)
+            as_of = original.options.as_of
+            history = apply_edits(loaded.history, edits, as_of=as_of) if edits else None
+        except OptionError as exc:
+            raise RunInputError(exc.field, exc.message, _option_status(exc)) from None
+        except EditError as exc:
+            raise RunInputError(_edit_field(exc), exc.message) from None
+        built = original
+        if history is not None:
+            built = replay_answer.build(
+                conversation, dataclasses.replace(loaded, history=history), query, now
+            )
+        body = request_body(
+            query.format,
+            built.result.payload,
+            model=model,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
+        )
+        recorded = recorded_next_action(loaded.history, as_of, persistence=query.persistence)
+    row = {
+        "id": new_run_id(),
+        "project_id": project_id,
+        "conversation_id": conversation.id,
+        "connection_id": connection.id,
+        "connection_name": connection.name,
+        "study_id": study_id,
+        "variant": variant,
+        "status": "queued",
+        "model": model,
+        "format": query.format,
+        "options": dict(spec.options),
+        "edits": [edit.to_json() for edit in edits],
+        "as_of": as_of,
+        "request": body,
+        "request_key": request_key(connection.id, body),
+        "recorded_action": recorded.to_json() if recorded is not None else None,
+        "attempts": 0,
+        "created_at": now,
+    }
+    cacheable = spec.temperature == 0 and not spec.fresh
+    return PreparedRun(row, cacheable, recorded)
+
+
+def _check_sampling(spec: RunSpec) -> None:
+    if not 0 <= spec.temperature <= MAX_TEMPERATURE:
+        raise RunInputError("temperature", f"must be between 0 and {MAX_TEMPERATURE:g}")
+    if spec.max_tokens is not None and not 1 <= spec.max_tokens <= MAX_OUTPUT_TOKENS:
+        raise RunInputError("max_tokens", f"must be between 1 and {MAX_OUTPUT_TOKENS}")
+
+
+def _edit_field(exc: EditError) -> str:
+    where = "edits" if exc.index is None else f"edits[{exc.index}]"
+    return f"{where}.{exc.field}" if exc.field else where
+
+
+def _option_status(exc: OptionError) -> int:
+    from ..replay.export import NoSuchTurn
+
+    return 404 if isinstance(exc, NoSuchTurn) else 422
+
+
+# --- Storing a run (the store step of a Write) ------------------------------------------------
+
+
+def store_run(prepared: PreparedRun) -> dict[str, Any]:
+    """Insert the run (the store step: SQL only, may run twice): queued, or succeeded at once
+    from the newest succeeded run with the same request key (``cached_from``). Returns the
+    stored row."""
+    row = {column.name: None for column in RUN.columns} | prepared.row
+    if prepared.cacheable:
+        earlier = (
+            db.session.execute(
+                select(RUN)
+                .where(
+                    RUN.c.project_id == row["project_id"],
+                    RUN.c.request_key == row["request_key"],
+                    RUN.c.status == "succeeded",
+                )
+                .order_by(RUN.c.finished_at.desc())
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        if earlier is not None:
+            row.update(_answered_from(earlier, prepared.recorded, row["created_at"]))
+    db.session.execute(RUN.insert().values(**row))
+    return row
+
+
+def _answered_from(
+    earlier: Mapping[str, Any], recorded: NextAction | None, now: datetime
+) -> dict[str, Any]:
+    """What a run answered from ``earlier`` stores: its answer and next action, its tokens (no
+    cost: nothing was paid, and no latency: nothing was waited for)."""
+    comparison = None
+    if earlier["next_action"] is not None:
+        comparison = compare(NextAction.from_json(earlier["next_action"]), recorded).to_json()
+    return {
+        "status": "succeeded",
+        "cached_from": earlier["cached_from"] or earlier["id"],
+        "response": earlier["response"],
+        "next_action": earlier["next_action"],
+        "comparison": comparison,
+        "input_tokens": earlier["input_tokens"],
+        "output_tokens": earlier["output_tokens"],
+        "cost_usd": Decimal(0),
+        "latency_ms": 0,
+        "started_at": now,
+        "finished_at": now,
+    }
+
+
+def create_run(
+    project_id: int, conversation: ConversationRecord, spec: RunSpec, **kwargs: Any
+) -> dict[str, Any]:
+    """:func:`prepare_run` then :func:`store_run` through ``run_write`` (for callers that are
+    not an API prepare step: the CLI, studies, tests). Wakes this process's worker."""
+    prepared = prepare_run(project_id, conversation, spec, **kwargs)
+    db.session.commit()  # the read ends before the write lock
+    row = run_write(Write(store_run, (prepared,)))
+    notify()
+    return row
+
+
+# In-process wake-up: a worker thread of this process (`toolscope serve`) starts a new run at
+# once instead of at its next poll. Other processes poll.
+_waiters: list[Any] = []
+
+
+def notify() -> None:
+    for event in list(_waiters):
+        event.set()
+
+
+# --- Reads -----------------------------------------------------------------------------------
+
+
+def _with_conversation():
+    return select(RUN, Conversation.external_id.label("conversation_external_id")).join(
+        Conversation, Conversation.id == RUN.c.conversation_id
+    )
+
+
+def get_run(project_id: int, run_id: str) -> dict[str, Any] | None:
+    """The project's run ``run_id`` with its conversation's id, or None (another project's run
+    is not found either)."""
+    stmt = _with_conversation().where(RUN.c.id == run_id, RUN.c.project_id == project_id)
+    found = db.session.execute(stmt).mappings().first()
+    return dict(found) if found is not None else None
+
+
+def list_runs(project_id: int, conversation_id: int, limit: int = 100) -> list[dict[str, Any]]:
+    """A conversation's runs, newest first."""
+    stmt = (
+        _with_conversation()
+        .where(RUN.c.conversation_id == conversation_id, RUN.c.project_id == project_id)
+        .order_by(RUN.c.created_at.desc(), RUN.c.id.desc())
+        .limit(limit)
+    )
+    return [dict(r) for r in db.session.execute(stmt).mappings()]
+
+
+# --- The queue -------------------------------------------------------------------------------
+
+
+def claim_next(owner: str, lease_seconds: float, now: datetime | None = None) -> str | None:
+    """Claim the oldest queued run for ``owner`` (status running, a lease until now +
+    ``lease_seconds``, one more attempt): its id, or None when nothing is queued. One write
+    transaction; on PostgreSQL the row is picked ``FOR UPDATE SKIP LOCKED`` (other servers'
+    workers skip it), on SQLite the write lock is held and the update is conditional anyway.
+    A run is claimed by one worker only: the update's ``status = 'queued'`` condition is
+    checked again on the locked row. An idle queue costs one read (no write transaction, so
+    idle workers never take SQLite's write lock)."""
+    queued = db.session.execute(select(RUN.c.id).where(RUN.c.status == "queued").limit(1))
+    found = queued.first() is not None
+    db.session.commit()
+    if not found:
+        return None
+    return run_write(Write(_claim, (owner, lease_seconds, now)))
+
+
+def _claim(owner: str, lease_seconds: float, now: datetime | None) -> str | None:
+    now = now or utcnow()
+    pick = (
+        select(RUN.c.id)
+        .where(RUN.c.status == "queued")
+        .order_by(RUN.c.created_at, RUN.c.id)
+        .limit(1)
+    )
+    if db.session.get_bind().dialect.name == "postgresql":
+        pick = pick.with_for_update(skip_locked=True)
+    run_id = db.session.execute(pick).scalar()
+    if run_id is None:
+        return None
+    claimed = db.session.execute(
+        update(RUN)
+        .where(RUN.c.id == run_id, RUN.c.status == "queued")
+        .values(
+            status="running",
+            lease_owner=owner,
+            lease_until=now + timedelta(seconds=lease_seconds),
+            attempts=RUN.c.attempts + 1,
+            started_at=now,
+        ),
+        execution_options={"synchronize_session": False},
+    )
+    return run_id if claimed.rowcount == 1 else None
+
+
+def heartbeat(leases: Mapping[str, str], lease_seconds: float) -> int:
+    """Extend the leases of the runs being executed (run id → owner); how many were still
+    this worker's."""
+    if not leases:
+        return 0
+    return run_write(Write(_heartbeat, (dict(leases), lease_seconds)))
+
+
+def _heartbeat(leases: dict[str, str], lease_seconds: float) -> int:
+    until = utcnow() + timedelta(seconds=lease_seconds)
+    extended = 0
+    for run_id, owner in sorted(leases.items()):
+        result = db.session.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id, RUN.c.lease_owner == owner, RUN.c.status == "running")
+            .values(lease_until=until),
+            execution_options={"synchronize_session": False},
+        )
+        extended += result.rowcount
+    return extended
+
+
+def reap_expired(max_attempts: int, now: datetime | None = None) -> int:
+    """Runs left ``running`` by a worker that stopped (its lease ran out): queued again while
+    they have attempts left, else failed, saying so. How many were reaped (one read when
+    there is none)."""
+    expired = and_(RUN.c.status == "running", RUN.c.lease_until < (now or utcnow()))
+    found = db.session.execute(select(RUN.c.id).where(expired).limit(1)).first() is not None
+    db.session.commit()
+    if not found:
+        return 0
+    return run_write(Write(_reap, (max_attempts, now)))
+
+
+def _reap(max_attempts: int, now: datetime | None) -> int:
+    now = now or utcnow()
+    expired = and_(RUN.c.status == "running", RUN.c.lease_until < now)
+    retry = RUN.c.attempts < max_attempts
+    message = (
+        "the worker running this run stopped before it finished (its lease ran out) on "
+        f"every attempt ({max_attempts}); not tried again"
+    )
+    result = db.session.execute(
+        update(RUN)
+        .where(expired)
+        .values(
+            status=case((retry, "queued"), else_="failed"),
+            lease_owner=None,
+            lease_until=None,
+            error_status=None,
+            error_kind=case((retry, None), else_=INTERRUPTED),
+            error_message=case((retry, None), else_=message),
+            finished_at=case((retry, None), else_=now),
+        ),
+        execution_options={"synchronize_session": False},
+    )
+    return result.rowcount
+
+
+# --- Executing a claimed run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :func:`execute` stored: the run's final status, and whether this worker still held
+    it (False: its lease had run out and the run was taken from it; nothing was stored)."""
+
+    status: str
+    stored: bool
+
+
+def execute(run_id: str, owner: str) -> Outcome:
+    """Send the claimed run ``run_id`` and store what came back. Reads the run and its
+    connection in a short read transaction, ends it, waits on the provider outside any
+    transaction (and outside ``gc_paused``), then stores the result in a write transaction,
+    only if ``owner`` still holds the run's lease."""
+    config = current_app.config
+    row = db.session.execute(select(RUN).where(RUN.c.id == run_id)).mappings().first()
+    if row is None or row["status"] != "running" or row["lease_owner"] != owner:
+        db.session.commit()
+        return Outcome(row["status"] if row is not None else "gone", False)
+    overrides = db.session.scalar(
+        select(Project.price_overrides).where(Project.id == row["project_id"])
+    )
+    try:
+        connection = _connection_of(row)
+    except ProviderError as exc:
+        db.session.commit()
+        return _store_failure(run_id, owner, exc)
+    db.session.commit()  # no transaction (no snapshot, no lock) while the provider thinks
+    try:
+        answer = send(
+            connection,
+            row["format"],
+            row["request"],
+            timeout=float(config.get("MODEL_TIMEOUT_SECONDS") or 120),
+            max_retries=int(config.get("MODEL_MAX_RETRIES") or 0),
+        )
+    except ProviderError as exc:
+        return _store_failure(run_id, owner, exc)
+    values = _success_values(row, answer, connection.kind, overrides)
+    stored = run_write(Write(_finish, (run_id, owner, values)))
+    return Outcome("succeeded", stored)
+
+
+def _connection_of(row: Mapping[str, Any]) -> Any:
+    if row["connection_id"] is None:
+        raise ProviderError(
+            None, "connection", f"model connection {row['connection_name']!r} was removed"
+        )
+    try:
+        connection = resolve_connection(db.session, row["project_id"], row["connection_name"])
+    except (ConnectionNotFound, ConnectionUnusable) as exc:
+        raise ProviderError(None, "connection", str(exc)) from None
+    if connection.id != row["connection_id"]:
+        raise ProviderError(
+            None,
+            "connection",
+            f"model connection {row['connection_name']!r} was replaced since the run was made",
+        )
+    return connection
+
+
+def _success_values(
+    row: Mapping[str, Any],
+    answer: ProviderAnswer,
+    provider: str,
+    overrides: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    usage = parse_usage(row["format"], answer.answer)
+    input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
+    recorded = None
+    if row["recorded_action"] is not None:
+        recorded = NextAction.from_json(row["recorded_action"])
+    comparison = compare(answer.next_action, recorded).to_json()
+    return {
+        "status": "succeeded",
+        "response": answer.answer,
+        "next_action": answer.next_action.to_json(),
+        "comparison": comparison,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": run_cost(
+            row["model"],
+            provider,
+            input_tokens,
+            output_tokens,
+            usage.cache_read_tokens,
+            overrides,
+            cache_write_tokens=usage.cache_write_tokens,
+        ),
+        "latency_ms": answer.latency_ms,
+        "error_status": None,
+        "error_kind": None,
+        "error_message": None,
+    }
+
+
+def run_cost(
+    model: str,
+    provider: str | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cached_tokens: int | None,
+    overrides: Mapping[str, Any] | None,
+    *,
+    cache_write_tokens: int | None = None,
+) -> Decimal | None:
+    """What the run cost in USD, priced as the cost charts price a service call
+    (``pricing.cost_for`` with the project's overrides; ``ingest.usage.price_usage``): None when
+    the usage or the model's price is unknown."""
+    if input_tokens is None or output_tokens is None:
+        return None
+    parsed = {}
+    for name, value in (overrides or {}).items():
+        try:
+            parsed[name] = PriceOverride.from_dict(value)
+        except (ValueError, TypeError, AttributeError):
+            continue  # a broken override is shown by the dashboard, not used
+    try:
+        cost = cost_for(
+            model,
+            provider,
+            input_tokens,
+            output_tokens,
+            cached_tokens or 0,
+            overrides=parsed,
+            cache_write_tokens=cache_write_tokens or 0,
+        )
+    except ValueError:
+        return None
+    return None if cost is None else Decimal(cost.total_usd)
+
+
+def _store_failure(run_id: str, owner: str, exc: ProviderError) -> Outcome:
+    values = {
+        "status": "failed",
+        "error_status": exc.status,
+        "error_kind": exc.kind,
+        "error_message": exc.message,
+    }
+    stored = run_write(Write(_finish, (run_id, owner, values)))
+    return Outcome("failed", stored)
+
+
+def _finish(run_id: str, owner: str, values: dict[str, Any]) -> bool:
+    """Store a run's outcome if ``owner`` still holds it (a run cancelled or taken by another
+    worker meanwhile keeps what it has)."""
+    result = db.session.execute(
+        update(RUN)
+        .where(RUN.c.id == run_id, RUN.c.status == "running", RUN.c.lease_owner == owner)
+        .values(**values, lease_owner=None, lease_until=None, finished_at=utcnow()),
+        execution_options={"synchronize_session": False},
+    )
+    return result.rowcount == 1
+
+
+def cancel_run(project_id: int, run_id: str) -> bool:
+    """Cancel a queued or running run (a running one's answer, when it comes, is not stored);
+    False when it had finished or is not the project's."""
+    return run_write(Write(_cancel, (project_id, run_id)))
+
+
+def _cancel(project_id: int, run_id: str) -> bool:
+    result = db.session.execute(
+        update(RUN)
+        .where(
+            RUN.c.id == run_id,
+            RUN.c.project_id == project_id,
+            RUN.c.status.in_(("queued", "running")),
+        )
+        .values(status="cancelled", lease_owner=None, lease_until=None, finished_at=utcnow()),
+        execution_options={"synchronize_session": False},
+    )
+    return result.rowcount == 1
+
+
+# --- The run document -------------------------------------------------------------------------
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def document(row: Mapping[str, Any], conversation_external_id: str | None = None) -> dict[str, Any]:
+    """A run as the API and the JSON twins answer it (docs/runs.md, 'Runs')."""
+    cost = row["cost_usd"]
+    error = None
+    if row["error_kind"] is not None or row["error_message"] is not None:
+        error = {
+            "status": row["error_status"],
+            "kind": row["error_kind"],
+            "message": row["error_message"],
+        }
+    request = row["request"] or {}
+    return {
+        "id": row["id"],
+        "conversation": conversation_external_id or row.get("conversation_external_id"),
+        "connection": row["connection_name"],
+        "model": row["model"],
+        "format": row["format"],
+        "status": row["status"],
+        "options": row["options"],
+        "edits": row["edits"],
+        "as_of": _iso(row["as_of"]),
+        "temperature": request.get("temperature"),
+        "max_tokens": request.get("max_tokens", request.get("max_output_tokens")),
+        "request": request,
+        "request_key": row["request_key"],
+        "response": row["response"],
+        "next_action": row["next_action"],
+        "recorded_action": row["recorded_action"],
+        "comparison": row["comparison"],
+        "usage": {"input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"]},
+        "cost_usd": None if cost is None else format(Decimal(cost).normalize(), "f"),
+        "latency_ms": row["latency_ms"],
+        "error": error,
+        "attempts": row["attempts"],
+        "cached_from": row["cached_from"],
+        "study_id": row["study_id"],
+        "variant": row["variant"],
+        "created_at": _iso(row["created_at"]),
+        "started_at": _iso(row["started_at"]),
+        "finished_at": _iso(row["finished_at"]),
+    }
