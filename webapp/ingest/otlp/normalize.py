@@ -26,6 +26,7 @@ from typing import Any
 
 from . import messages as m
 from . import span_events, vercel
+from .event_lists import read as read_event_lists
 from .mcp import mcp_record
 from .payloads import callback_arguments, tool_result
 from .records import STATUS_ERROR, LogRecord, Span
@@ -40,6 +41,8 @@ CONVERSATION_KEYS = (
     "langfuse.session.id",
     # The Vercel AI SDK: a session id in `experimental_telemetry.metadata`.
     *vercel.SESSION_KEYS,
+    # The OpenAI Agents SDK's trace group ("a conversation"), as Logfire exports it.
+    "group_id",
 )
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses"})
@@ -102,6 +105,12 @@ def classify(attributes: Mapping[str, Any]) -> str:
         operation in LLM_OPERATIONS
         or openinference == "LLM"
         or _string(attributes.get("llm.request.type")) in ("chat", "completion")
+        # no operation, but a model and its usage (Logfire's Chat Completions spans)
+        or (
+            operation is None
+            and _string(attributes.get("gen_ai.request.model"))
+            and _count(attributes.get("gen_ai.usage.input_tokens")) is not None
+        )
     ):
         return "llm"
     return vercel.classify(attributes) or "other"
@@ -189,6 +198,8 @@ def normalize_span(
         # Content in span events (Strands), read as log records are.
         span_events.read(record, span, limit)
     if kind == "llm":
+        # Content as a list of events in one attribute (Logfire).
+        read_event_lists(record, attrs, limit)
         _put(record, "response_id", _response_id(attrs, limit))
     vercel.complete(record, span, limit)
     if kind == "agent":
