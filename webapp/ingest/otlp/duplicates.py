@@ -10,9 +10,10 @@ call when
   in the same `service.name`, and their spans overlap in time; or
 - one is nested in the other (a model-call span with a model-call ancestor).
 Of each such group one record stays, the one that says most (content first), the earliest
-in (start, end, span id) order on a tie; what it lacks (usage, model, tools, conversation ids...)
-is taken from the others, and the traces of the others are kept with it (`duplicate_traces`),
-so that the turn still owns them. The others are not rounds.
+in (start, end, span id) order on a tie; what it lacks (model, tools, conversation ids...) is
+taken from the others, and the traces of the others are kept with it (`duplicate_traces`), so
+that the turn still owns them. Its token counts are those of the report nearest the request
+(the one that started last): a wrapper may count a stream wrong. The others are not rounds.
 """
 
 from __future__ import annotations
@@ -114,6 +115,14 @@ def one_round_per_call(
             ids = other.get("conversation_ids")
             if ids:
                 merged["conversation_ids"] = {**ids, **(merged.get("conversation_ids") or {})}
+        # Usage from the report nearest the request: the one that started last. Wrappers
+        # re-count streams (OpenLLMetry adds message_start's output tokens to the total).
+        counted = [r for r in members if r.get("output_tokens") is not None]
+        if counted:
+            inner = max(counted, key=_order)
+            for name in ("input_tokens", "output_tokens", "cached_tokens"):
+                if inner.get(name) is not None:
+                    merged[name] = inner[name]
         traces = {r["trace_id"] for r in others} - {best["trace_id"]}
         if traces:
             merged["duplicate_traces"] = sorted(traces)
