@@ -30,8 +30,11 @@ from typing import Any
 from . import mcp
 from . import messages as m
 from .duplicates import one_round_per_call
+from .log_order import log_order
 from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
 from .records import STATUS_ERROR
+from .tool_spans import match as match_tool_span
+from .turn_keys import turn_agent
 
 Record = dict[str, Any]
 
@@ -227,7 +230,7 @@ class _Index:
             if record["trace_id"]:
                 by_span[(record["trace_id"], record["span_id"])].append(record)
         for records in by_span.values():
-            records.sort(key=lambda r: (r["time_ns"], r["ordinal"]))
+            records.sort(key=log_order)
         self.logs = by_span
         self.by_trace: dict[str, list[Record]] = defaultdict(list)
         for record in sorted(self.spans.values(), key=_order):
@@ -264,7 +267,9 @@ class _Index:
         return out
 
     def nearest_agent(self, record: Record) -> Record | None:
-        return next((a for a in self.ancestors(record) if a["class"] == "agent"), None)
+        """The agent span that keys the record's turn: the outermost one, graph steps left
+        out (docs/otlp-mapping.md, 'The outermost agent span keys the turn')."""
+        return turn_agent(self.ancestors(record))
 
 
 def _tail_ids(llm: Record) -> list[str]:
@@ -648,18 +653,9 @@ def _resolve(
             if name not in call.redactions:
                 call.redactions.append(name)
     tool = by_call_id.get(part["id"]) if part["id"] else None
-    if tool is None and not part["id"] and window is not None:
-        tool = next(
-            (
-                t
-                for t in sorted(name_pool, key=lambda t: (t["start_ns"], t["span_id"]))
-                if t["span_id"] not in used_tools
-                and t["tool"]["name"] == part["name"]
-                and t["start_ns"] >= window[0]
-                and (window[1] is None or t["start_ns"] < window[1])
-            ),
-            None,
-        )
+    if tool is None and window is not None:
+        # docs/otlp-mapping.md, 'Tool spans without a call id'
+        tool = match_tool_span(part, name_pool, used_tools, window)
     if tool is not None:
         used_tools.add(tool["span_id"])
         _apply_tool_span(call, tool)
