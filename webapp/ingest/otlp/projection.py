@@ -830,8 +830,10 @@ def _conversations(
         for plan in turn.rounds:
             for call in plan.calls:
                 if call.external_id:
+                    # By service too: two agents may reuse call ids (the stitch is per service).
                     emitted.setdefault(
-                        call.external_id, (turn, call.function_name, _canon(call.arguments))
+                        f"{turn.service}\x00{call.external_id}",
+                        (turn, call.function_name, _canon(call.arguments)),
                     )
 
     grouped: dict[str, list[TurnPlan]] = defaultdict(list)
@@ -882,7 +884,7 @@ def _stitched(
         return None
     for message in m.head(llm.get("input") or []):
         for part in m.tool_calls(message):
-            found = emitted.get(part["id"]) if part["id"] else None
+            found = emitted.get(f"{turn.service}\x00{part['id']}") if part["id"] else None
             if found is None:
                 continue
             earlier, name, arguments = found
