@@ -29,6 +29,7 @@ from decimal import Decimal
 
 from webapp.analytics.context import StoredCounts
 from webapp.db import db
+from webapp.ingest.rollups import rebuild
 from webapp.models import (
     Channel,
     Conversation,
@@ -214,6 +215,7 @@ def seed(project_id: int) -> Seeded:
     x1 = _message(c3, "x1a", "assistant", 1, 1, content="Hi")
     _call(x1, 0, 0, "secret_tool", 1, 9999, 2)
     _usage(x1, 0, 99999, 1, "9.99", 1.5)
+    rebuild()  # rows written past the write paths: the roll-ups from them
     db.session.commit()
     return Seeded(project.id, c1.id, c2.id, c3.id)
 

@@ -17,6 +17,7 @@ from html_dom import Node, parse
 
 from webapp.auth import SESSION_TOKEN, start_dashboard_session
 from webapp.db import db
+from webapp.ingest.rollups import rebuild as rebuild_rollups
 
 HTMX = {"HX-Request": "true"}
 # Every dashboard request looks its login token up first (one query), before its own queries.
@@ -45,9 +46,12 @@ def dashboard_fixture(app, client, project_key):
 
 @contextmanager
 def data(app) -> Iterator[None]:
-    """``with data(app): factories...`` builds rows and commits them."""
+    """``with data(app): factories...`` builds rows and commits them. The factories write rows
+    straight through the models, past the write paths that keep the roll-ups: they are
+    recomputed from the rows before the commit (webapp.ingest.rollups.rebuild)."""
     with app.app_context():
         yield
+        rebuild_rollups()
         db.session.commit()
 
 

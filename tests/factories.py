@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from webapp.db import db
+from webapp.ingest.rollups import rebuild
 from webapp.models import (
     Channel,
     Conversation,
@@ -36,6 +37,9 @@ from webapp.models import (
 
 
 def commit() -> None:
+    """Commit, with the roll-ups recomputed from the rows these factories wrote past the
+    write paths (webapp.ingest.rollups)."""
+    rebuild()
     db.session.commit()
 
 

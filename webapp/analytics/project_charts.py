@@ -193,6 +193,16 @@ def result_sizes_chart(sizes: Sequence[ResultSizes]) -> Chart:
         "whiskers reach the smallest and largest result. Percentiles are nearest-rank.",
         table,
         figures.figure_json(figure),
+        _approximate_note(sizes),
+    )
+
+
+def _approximate_note(sizes: Sequence[ResultSizes]) -> tuple[str, ...]:
+    if not any(s.approximate for s in sizes):
+        return ()
+    return (
+        "≈ Over this many calls, the smallest, largest and percentile sizes come from the "
+        "roll-ups' sketches: each within 1% of the exact value at its rank.",
     )
 
 

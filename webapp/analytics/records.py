@@ -47,6 +47,8 @@ class ResultSizes:
     minimum: int
     maximum: int
     percentiles: dict[int, int] = field(default_factory=dict)
+    # Minimum, maximum and percentiles from the roll-ups' sketches (within 1 %), not the rows.
+    approximate: bool = False
 
 
 @dataclass(frozen=True, slots=True)

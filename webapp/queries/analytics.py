@@ -1,8 +1,12 @@
 """Database reads behind the charts: a fixed number of statements whatever the amount of data.
 
-Daily series are GROUP BY aggregates; the result-size distribution is one window-function query;
-conversations for re-send attribution are loaded for any number of conversations in five queries
-(the conversations, then ``webapp.queries.histories``' four).
+Daily series and result sizes read the roll-ups (``webapp.queries.rollups``): whole buckets, and
+the rows of a range's partial edges, whatever the number of calls. With a channel filter (a
+conversation's attribute, which the roll-ups do not have) they are GROUP BY aggregates over the
+rows, as are result-size percentiles of a range of at most ``EXACT_PERCENTILES_MAX_CALLS`` calls
+(one window-function query, exact); above, they come from the roll-ups' sketches (approximate).
+Conversations for re-send attribution are loaded for any number of conversations in five
+queries (the conversations, then ``webapp.queries.histories``' four).
 Rows come back as the frozen records of ``webapp.analytics.records``, so the pure code never
 touches the session.
 """
@@ -31,9 +35,11 @@ from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall
 from ..models import ToolInvocation as T
 from ..sql import as_int, day_of
+from . import rollups
 from .conversations import find_conversations
 from .histories import LoadedHistory, load_histories
 from .records import ConversationRecord
+from .tool_stats import EXACT_PERCENTILES_MAX_CALLS
 
 __all__ = [
     "active_conversation_ids",
@@ -58,7 +64,25 @@ def _in_channel(project_id: int, channel: str | None) -> list[ColumnElement[bool
 
 
 def daily_usage(project_id: int, f: ChartFilters) -> list[DailyUsage]:
-    """Reported usage and stored cost of the project's service calls per UTC day (one query)."""
+    """Reported usage and stored cost of the project's service calls per UTC day."""
+    if not f.channel:
+        return [
+            DailyUsage(
+                day=day,
+                service_calls=p.service_calls,
+                input_tokens=p.input_tokens,
+                output_tokens=p.output_tokens,
+                cached_tokens=p.cached_tokens,
+                cost_usd=p.cost_usd,
+                unpriced_calls=p.unpriced,
+            )
+            for day, p in sorted(rollups.daily_usage_parts(project_id, f.start, f.end).items())
+        ]
+    return daily_usage_from_rows(project_id, f)
+
+
+def daily_usage_from_rows(project_id: int, f: ChartFilters) -> list[DailyUsage]:
+    """The same from the rows (one GROUP BY): with a channel filter."""
     at = func.coalesce(ServiceCall.created_at, Message.created_at)
     day = day_of(at).label("day")
     stmt = (
@@ -111,7 +135,24 @@ def _tool_calls_in(project_id: int, f: ChartFilters, stmt: Select[Any]) -> Selec
 
 
 def daily_tool_activity(project_id: int, f: ChartFilters) -> list[DailyToolActivity]:
-    """Calls, errors and result tokens per UTC day and tool (one query)."""
+    """Calls, errors and result tokens per UTC day and tool."""
+    if not f.channel:
+        return [
+            DailyToolActivity(
+                day=d.day,
+                function_name=d.function_name,
+                calls=d.calls,
+                errors=d.errors,
+                responses=d.responses,
+                result_tokens=d.tokens_sum,
+            )
+            for d in rollups.daily_tool_parts(project_id, f.start, f.end, f.tool)
+        ]
+    return daily_tool_activity_from_rows(project_id, f)
+
+
+def daily_tool_activity_from_rows(project_id: int, f: ChartFilters) -> list[DailyToolActivity]:
+    """The same from the rows (one GROUP BY): with a channel filter."""
     day = day_of(T.created_at).label("day")
     stmt = select(
         day,
@@ -139,6 +180,39 @@ def daily_tool_activity(project_id: int, f: ChartFilters) -> list[DailyToolActiv
 
 
 def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
+    """Per tool: count, mean, min, max and percentiles of result tokens. Exact from the rows
+    with a channel filter or up to EXACT_PERCENTILES_MAX_CALLS calls in the range; else from
+    the roll-ups: count and mean exact, the rest from the merged sketches (``approximate``)."""
+    if f.channel:
+        return result_sizes_from_rows(project_id, f)
+    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool, sketches=False)
+    if sum(t.calls for t in totals.values()) <= EXACT_PERCENTILES_MAX_CALLS:
+        return result_sizes_from_rows(project_id, f)
+    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool)
+    out = []
+    for name, t in sorted(totals.items()):
+        if not t.tokens_n or t.sizes.count <= 0:
+            continue
+        sketch = t.sizes.sketch()
+
+        def at(q: float, sketch: Any = sketch) -> int:
+            return round(sketch.get_quantile_value(q))
+
+        out.append(
+            ResultSizes(
+                function_name=name,
+                results=t.tokens_n,
+                mean=t.tokens_sum / t.tokens_n,
+                minimum=at(0.0),
+                maximum=at(1.0),
+                percentiles={p: at(p / 100) for p in PERCENTILES},
+                approximate=True,
+            )
+        )
+    return out
+
+
+def result_sizes_from_rows(project_id: int, f: ChartFilters) -> list[ResultSizes]:
     """Per tool: count, mean, min, max and percentiles of result tokens (one query).
 
     Only the rows at the wanted ranks leave the database, whatever the number of results.

@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ..analytics.rollups import DAY
 from ..db import db
-from ..models import Channel, Project, ToolInvocation
+from ..models import Channel, Project, ToolRollup
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +56,14 @@ def channel_names(project_id: int) -> list[str]:
 
 
 def tool_names(project_id: int) -> list[str]:
-    """Every function name the project has called (uses the (project, function) index)."""
-    t = ToolInvocation
+    """Every function name the project has called: the names of its daily roll-ups (a row
+    exists while a call of that name does), not an index walk over every call."""
+    r = ToolRollup
     return list(
         db.session.scalars(
-            select(t.function_name)
-            .where(t.project_id == project_id)
-            .group_by(t.function_name)
-            .order_by(t.function_name)
+            select(r.function_name)
+            .where(r.project_id == project_id, r.span == DAY)
+            .group_by(r.function_name)
+            .order_by(r.function_name)
         )
     )

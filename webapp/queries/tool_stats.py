@@ -1,5 +1,9 @@
-"""Per-tool statistics over a project: counts and averages in one GROUP BY, latency
-percentiles in one window-function query (nearest-rank method, same on both databases)."""
+"""Per-tool statistics over a project, from the roll-ups (``webapp.queries.rollups``): counts,
+errors, averages and the newest call are exact sums of whole buckets (and of the rows of a
+range's partial edges). Latency percentiles are exact (nearest rank, one window-function query
+over the rows) while the range holds at most ``EXACT_PERCENTILES_MAX_CALLS`` calls, which keeps
+that query bounded; above, they come from the merged DDSketches, within 1 % of the value at
+their rank, and the stats say so (``approximate``: the page shows "≈")."""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ from typing import Any
 
 from sqlalchemy import case, func, or_, select
 
+from ..analytics.rollups import quantile
 from ..db import db
 from ..models import Conversation, Message, ToolInvocation
 from ..sql import after_key, as_int, awaiting_response, duration_ms
+from . import rollups
 
 T = ToolInvocation
 PERCENTILES = (50, 95)
+# Up to this many calls in the range, percentiles are read exactly from the rows.
+EXACT_PERCENTILES_MAX_CALLS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +37,8 @@ class ToolStats:
     p50_ms: float | None = None
     p95_ms: float | None = None
     timed_calls: int = 0
+    # The percentiles come from the roll-ups' sketches (within 1 %), not from the rows.
+    approximate: bool = False
 
     @property
     def error_rate(self) -> float:
@@ -43,7 +53,10 @@ def _period(since: datetime | None, until: datetime | None) -> list[Any]:
     ]
 
 
-def _aggregates(project_id: int, function_name: str | None, period: list[Any]) -> list[Any]:
+def _aggregates_from_rows(
+    project_id: int, function_name: str | None, period: list[Any]
+) -> list[Any]:
+    """The same figures as tool_stats, GROUP BY over the rows (the roll-ups' tests compare)."""
     stmt = (
         select(
             T.function_name,
@@ -104,12 +117,53 @@ def tool_stats(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> list[ToolStats]:
-    """Statistics per function name (two queries), most used first, over the calls made in
-    [since, until) when given."""
+    """Statistics per function name, most used first, over the calls made in [since, until)
+    when given: from the roll-ups (two to four queries), whatever the number of calls."""
+    totals = rollups.tool_totals(project_id, since, until, function_name, sketches=False)
+    approximate = sum(t.calls for t in totals.values()) > EXACT_PERCENTILES_MAX_CALLS
+    if approximate:  # the sums again, with the sketches: only past the exact path's bound
+        totals = rollups.tool_totals(project_id, since, until, function_name)
+    exact = {} if approximate else _percentiles(project_id, function_name, _period(since, until))
+    stats = []
+    for name, t in sorted(totals.items(), key=lambda item: (-item[1].calls, item[0])):
+        if approximate:
+            p: dict[str, float | int] = {"timed": t.timed}
+            for q in PERCENTILES:
+                value = quantile(t.durations, q / 100)
+                if value is not None:
+                    p[f"p{q}"] = round(value, 1)
+        else:
+            p = exact.get(name, {})
+        stats.append(
+            ToolStats(
+                function_name=name,
+                calls=t.calls,
+                errors=t.errors,
+                missing_responses=t.missing,
+                avg_response_bytes=t.bytes_sum / t.bytes_n if t.bytes_n else None,
+                avg_response_tokens=t.tokens_sum / t.tokens_n if t.tokens_n else None,
+                last_seen=t.last_at,
+                p50_ms=p.get("p50"),
+                p95_ms=p.get("p95"),
+                timed_calls=int(p.get("timed", t.timed)),
+                approximate=approximate,
+            )
+        )
+    return stats
+
+
+def tool_stats_from_rows(
+    project_id: int,
+    function_name: str | None = None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[ToolStats]:
+    """The same statistics by scanning the rows (two queries): what the roll-ups must equal."""
     period = _period(since, until)
     percentiles = _percentiles(project_id, function_name, period)
     stats = []
-    for row in _aggregates(project_id, function_name, period):
+    for row in _aggregates_from_rows(project_id, function_name, period):
         p = percentiles.get(row.function_name, {})
         stats.append(
             ToolStats(
