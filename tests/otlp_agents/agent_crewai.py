@@ -43,9 +43,7 @@ def main() -> None:
         """Get time for a city."""
         return tools.get_time(city)
 
-    llm = LLM(
-        model="openai/gpt-4o-mini", base_url=os.environ["OPENAI_BASE_URL"], api_key="sk-test"
-    )
+    llm = LLM(model="openai/gpt-4o-mini", base_url=os.environ["OPENAI_BASE_URL"], api_key="sk-test")
     agent = Agent(
         role="Weather assistant",
         goal="Answer questions about the weather and the time",
