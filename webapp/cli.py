@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from datetime import timedelta
 
@@ -165,7 +166,7 @@ def connections_add(
         raise click.UsageError("give one of --api-key-env VAR and --api-key-stdin")
     api_key = None
     if api_key_stdin:
-        api_key = click.get_text_stream("stdin").read().strip()
+        api_key = sys.stdin.readline().strip()
         if not api_key:
             raise click.UsageError("--api-key-stdin: standard input is empty")
     try:
@@ -179,9 +180,9 @@ def connections_add(
             api_key_env=api_key_env,
         )
         values = connections.prepare_connection(draft)
-        project = get_or_create_project(project_slug)
+        project_id = get_or_create_project(project_slug).id
         db.session.commit()
-        record = run_write(Write(connections.store_connection, (project.id, values)))
+        record = run_write(Write(connections.store_connection, (project_id, values)))
     except ApiError as exc:
         raise click.ClickException(exc.message) from None
     source = f"env:{record.secret_env}" if record.secret_env else record.secret_source or "none"

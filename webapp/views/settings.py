@@ -288,8 +288,9 @@ def connections_post():
             api_key_env=form["api_key_env"] or None,
         )
         values = connections.prepare_connection(draft)
-        db.session.rollback()
-        run_write(Write(connections.store_connection, (current_project().id, values)))
+        project_id = current_project().id
+        db.session.rollback()  # the read ends before the write lock is taken
+        run_write(Write(connections.store_connection, (project_id, values)))
     except ApiError as exc:
         db.session.rollback()
         field = (exc.details or [{}])[0].get("field", "connection")
@@ -304,7 +305,9 @@ def connections_post():
 
 @bp.post("/settings/connections/<name>/delete")
 def connection_delete_post(name: str):
-    deleted = run_write(Write(connections.delete_connection, (current_project().id, name)))
+    project_id = current_project().id
+    db.session.rollback()
+    deleted = run_write(Write(connections.delete_connection, (project_id, name)))
     if not deleted:
         return _render(404, errors={"connection": "No such connection in this project."})
     return _back("connections")
