@@ -46,6 +46,7 @@ from tests.otlp_agents.fake_openai import (
 )
 from tests.otlp_agents.tools import SYSTEM_PROMPT, USER_PROMPT, get_time, get_weather
 from tests.otlp_agents.venvs import family_python
+from tests.test_otlp_producers import node_agent  # noqa: F401  (the Node agent's fixture)
 
 AGENTS = Path(__file__).parent / "otlp_agents"
 AGENT_TIMEOUT = 300
@@ -322,3 +323,50 @@ def test_python_framework_arrives_whole(family, app, live_server, client, projec
     resent = _details(client, fresh)
     for run in runs:
         assert end_state(resent.get(run.service)) == end_state(batched.get(run.service)), run.label
+
+
+def test_node_openai_export_resent_newest_first_keeps_its_system_prompt(
+    node_agent,  # noqa: F811  (the fixture imported above)
+    app,
+    live_server,
+    client,
+    project_key,
+):
+    """The Node OpenAI instrumentation sends its content as log records stamped in milliseconds
+    (tests/otlp_agents/node): resent one record per request, newest first, every record's
+    position is 0, and the system prompt must still head the request it belongs to
+    (docs/otlp-mapping.md, 'Where messages are read')."""
+    with FakeOpenAI() as fake, RecordingProxy(live_server) as proxy:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOOLSCOPE_"))},
+            "OPENAI_BASE_URL": fake.base_url,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": proxy.url,
+            "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{project_key.key}",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            "OTEL_METRICS_EXPORTER": "none",
+            "AGENT_SERVICE_NAME": "node-resent",
+            "AGENT_CAPTURE_CONTENT": "1",
+        }
+        done = subprocess.run(
+            ["node", str(node_agent)],
+            cwd=node_agent.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=AGENT_TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    batched = _details(client, project_key)["node-resent"]
+    assert [c["system_prompt"] for c in batched] == [SYSTEM_PROMPT]
+    fresh = add_project_key(app, "resent")
+    requests = split_newest_first(proxy.requests)
+    assert sum(1 for path, _, _ in requests if path.endswith("/logs")) >= 4
+    for _ in range(2):
+        for path, content_type, body in requests:
+            answer = client.post(
+                path, data=body, headers={**fresh.headers, "Content-Type": content_type}
+            )
+            assert answer.status_code == 200, answer.data[:500]
+    resent = _details(client, fresh)["node-resent"]
+    assert [c["system_prompt"] for c in resent] == [SYSTEM_PROMPT]
+    assert end_state(resent) == end_state(batched)
