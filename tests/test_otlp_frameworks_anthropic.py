@@ -1,0 +1,85 @@
+"""The Anthropic SDK 2.x for real (issue 21): its own tracing alone, and with OpenLLMetry's or
+OpenInference's Anthropic instrumentation installed beside it, against the fake Messages server
+(streamed and not), exported over OTLP/HTTP (protobuf and JSON) to a live Toolscope. Each run is
+the framework scenario of OTLP_FRAMEWORKS.md, and must come out whole: one model call is one
+round whoever reports it (docs/otlp-mapping.md, 'One model call, one round'). Then the same
+capture, one span per request, newest first and twice, must end in the same state.
+
+The family's virtualenv: tests/otlp_agents/families/anthropic.txt (venvs.family_python).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.otlp_agents.fake_anthropic import FakeAnthropic
+from tests.otlp_agents.venvs import family_python
+from tests.otlp_frameworks_support import (
+    AGENTS,
+    FrameworkRun,
+    check_two_turns,
+    end_state,
+    resend_newest_first,
+    run_agent,
+)
+
+CONTENT = {"ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE": "content"}
+# (label, arguments, wire, environment, conversation id)
+RUNS = [
+    ("sdk", ("--instrumentation", "none"), "protobuf", CONTENT, "c-anthropic"),
+    ("sdk-stream-json", ("--instrumentation", "none", "--stream"), "json", CONTENT, None),
+    # The instrumentations' content is on by default; the SDK's stays off (its default) or on.
+    ("openllmetry", ("--instrumentation", "openllmetry"), "protobuf", {}, None),
+    ("openllmetry-stream", ("--instrumentation", "openllmetry", "--stream"), "json", CONTENT, None),
+    ("openinference", ("--instrumentation", "openinference"), "json", {}, None),
+    (
+        "openinference-stream",
+        ("--instrumentation", "openinference", "--stream"),
+        "protobuf",
+        CONTENT,
+        None,
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def anthropic_python():
+    return family_python("anthropic")
+
+
+def test_anthropic_sdk_with_and_without_instrumentations_comes_out_whole(
+    anthropic_python, live_server, client, project_key, other_project_key
+):
+    fakes = [FakeAnthropic().__enter__() for _ in RUNS]
+    runs = [
+        FrameworkRun(
+            label=f"anthropic-{label}",
+            command=[str(anthropic_python), str(AGENTS / "agent_anthropic.py"), *arguments],
+            fake=fake,
+            wire=wire,
+            env=env,
+            conversation=conversation,
+            native="anthropic",
+        )
+        for (label, arguments, wire, env, conversation), fake in zip(RUNS, fakes, strict=True)
+    ]
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(lambda run: run_agent(run, live_server, project_key.key), runs))
+    finally:
+        for fake in fakes:
+            fake.__exit__(None, None, None)
+
+    failures = []
+    for run in runs:
+        try:
+            check_two_turns(run, client, project_key)
+            # Item 4: one span per request, newest first, twice, in another project.
+            resend_newest_first(client, other_project_key, run.captured)
+            expected = end_state(client, project_key, run.service)
+            assert end_state(client, other_project_key, run.service) == expected
+        except AssertionError as exc:
+            failures.append(f"{run.label}: {exc!r}"[:3000])
+    assert not failures, "\n".join(failures)
