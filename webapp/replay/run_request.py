@@ -6,7 +6,13 @@ SDK's call, and the key that recognises the same request again (issue 25, item 2
 * ``openai-responses``: ``client.responses.create(**body)`` with ``model``, ``input``,
   ``instructions``, ``tools``, ``temperature``, ``max_output_tokens``;
 * ``anthropic``: ``client.messages.create(**body)`` with ``model``, ``system``, ``messages``,
-  ``tools``, ``temperature`` and ``max_tokens``, which Anthropic requires (1024 when not given).
+  ``tools`` and ``max_tokens``, which Anthropic requires (1024 when not given).
+
+Anthropic has no sampling parameters any more: API version 2026-10-21, which the SDK (2.x,
+pinned in pyproject.toml) sends, answers 400 to ``temperature`` at any value, and the SDK's
+``messages.create`` has no such argument (a TypeError before anything is sent). So an
+Anthropic body never holds a temperature, whatever was asked; :data:`TEMPERATURE_FORMATS` says
+which formats send one, for a caller that shows or keys on it.
 
 A key is left out when it has nothing in it (no tools, no system prompt, no temperature, no
 token limit): the provider's default applies then, and an OpenAI-compatible server that does
@@ -30,6 +36,9 @@ from .options import FORMATS
 # Anthropic requires max_tokens; enough for a round of calls or a short answer.
 DEFAULT_ANTHROPIC_MAX_TOKENS = 1024
 
+# The formats whose body carries ``temperature`` (module docstring: Anthropic's does not).
+TEMPERATURE_FORMATS: tuple[str, ...] = ("openai-chat", "openai-responses")
+
 # The SDK call each format's body is for, as "client.<path>" (for docs, logs and errors).
 SDK_CALLS: dict[str, str] = {
     "openai-chat": "client.chat.completions.create",
@@ -47,7 +56,8 @@ def request_body(
     max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The SDK call's keyword arguments for a replay ``payload`` in format ``fmt`` (the
-    ``payload`` of the replay's export document). Raises ValueError for an unknown format, an
+    ``payload`` of the replay's export document). ``temperature`` is not sent to Anthropic
+    (module docstring). Raises ValueError for an unknown format, an
     empty model or a payload without its message list."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
@@ -68,7 +78,7 @@ def request_body(
     tools = payload.get("tools")
     if tools:
         body["tools"] = copy.deepcopy(tools)
-    if temperature is not None:
+    if temperature is not None and fmt in TEMPERATURE_FORMATS:
         body["temperature"] = temperature
     if fmt == "openai-chat":
         if max_tokens is not None:
