@@ -1,7 +1,11 @@
-"""The pure rules issue 21 added for agent frameworks (docs/otlp-mapping.md, 'Tool spans without
-a call id', 'Payloads of framework tool spans', 'Content blocks', 'Events in an attribute',
-'The outermost agent span keys the turn', 'Where messages are read'). The real producers run in
-tests/test_otlp_frameworks_python.py; these pin each rule, and that order never matters.
+"""The pure rules issue 21 added for agent frameworks. The real producers run in
+tests/test_otlp_frameworks_python.py; these pin each rule, and that order never matters:
+docs/otlp-mapping.md, 'Tool spans without a call id'
+docs/otlp-mapping.md, 'Payloads of framework tool spans'
+docs/otlp-mapping.md, 'Content blocks'
+docs/otlp-mapping.md, 'Events in an attribute'
+docs/otlp-mapping.md, 'The outermost agent span keys the turn'
+docs/otlp-mapping.md, 'Where messages are read'
 """
 
 from __future__ import annotations

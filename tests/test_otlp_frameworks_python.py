@@ -8,8 +8,10 @@ The scenario (../shared/OTLP_FRAMEWORKS.md): two user turns in one session; the 
 `get_weather` and `get_time` in parallel, then answers; then one `get_weather` call for Lyon, then
 answers. Toolscope must show 1 conversation (the session's id), 2 user turns, 4 rounds with their
 usage once, exactly the model's 3 calls with arguments and results, the 2 final texts, and a
-replay valid in the three formats (docs/otlp-mapping.md, 'Tool spans without a call id', 'The
-outermost agent span keys the turn', 'Events in an attribute').
+replay valid in the three formats. The rules:
+docs/otlp-mapping.md, 'Tool spans without a call id'
+docs/otlp-mapping.md, 'The outermost agent span keys the turn'
+docs/otlp-mapping.md, 'Events in an attribute'
 
 Order and batching (issue 21, item 4): what each producer exported is sent again to a fresh
 project one span or log record per request, newest first, twice, and must end in the same state

@@ -429,8 +429,8 @@ def _tool(span: Span, limit: int) -> dict[str, Any]:
                 if isinstance(text, str) and text:
                     error_text = text
                     break
-    # Ids and results buried in framework payloads (docs/otlp-mapping.md, 'Payloads of
-    # framework tool spans').
+    # Ids and results buried in framework payloads:
+    # docs/otlp-mapping.md, 'Payloads of framework tool spans'.
     arguments, buried_id = callback_arguments(arguments, limit)
     result, result_id = tool_result(result, limit)
     if call_id is None:

@@ -1,5 +1,5 @@
-"""Which agent span keys a turn (docs/otlp-mapping.md, 'The outermost agent span keys the
-turn').
+"""Which agent span keys a turn
+(docs/otlp-mapping.md, 'The outermost agent span keys the turn').
 
 Frameworks nest agent spans: the OpenAI Agents SDK's workflow holds its agent's span, OpenLLMetry
 puts LangGraph's `invoke_agent` over the graph's workflow span, OpenInference marks LangGraph's
