@@ -118,7 +118,9 @@ def test_a_run_goes_through_the_sdk_and_stores_what_the_model_does_next(
     assert API_KEY not in json.dumps(run)
     assert sent.headers.get("authorization", sent.headers.get("x-api-key", "")).endswith(API_KEY)
     assert run["model"] == "scripted" == sent.model
-    assert run["request"]["temperature"] == 0
+    # Anthropic's API takes no sampling parameter any more: its body has none.
+    assert run["request"].get("temperature") == (None if fmt == "anthropic" else 0)
+    assert run["temperature"] == run["request"].get("temperature")
     assert run["response"]["id"]
     # Usage in the provider's shape, priced by the project's override (the charts' source).
     usage = run["usage"]
@@ -353,3 +355,13 @@ def test_runs_are_in_the_openapi_document(client):
     post = document["paths"]["/api/v1/conversations/{cid}/runs"]["post"]
     assert "202" in post["responses"]
     assert "/api/v1/runs/{run_id}" in document["paths"]
+
+
+def test_a_fault_of_ours_fails_the_run_and_says_so(app, client, orders, monkeypatch):
+    def broken(*_args):
+        raise KeyError("usage")
+
+    monkeypatch.setattr(model_runs, "parse_usage", broken)
+    run = run_once(app, client, orders)
+    assert run["status"] == "failed" and run["attempts"] == 1
+    assert run["error"]["kind"] == "internal" and "KeyError" in run["error"]["message"]

@@ -143,7 +143,7 @@ def main() -> int:
     token_pass = TokenPass.for_app(app)  # with the settings of the environment
     token_pass.start(app)
     # The run worker beside the pass: the server's runs are sent from here, so no web worker
-    # waits on a model (docs/runs.md, 'The queue').
+    # waits on a model (docs/runs.md, 'The queue and where it runs').
     run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
     if run_worker is not None:
         run_worker.start(app)

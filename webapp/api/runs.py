@@ -162,7 +162,7 @@ class RunErrorOut(BaseModel):
     status: int | None = Field(description="The provider's HTTP status (null: no answer).")
     kind: str = Field(
         description="auth, model_not_found, bad_request, rate_limited, server_error, "
-        "http_error, timeout, connection, malformed_answer, interrupted."
+        "http_error, timeout, connection, malformed_answer, interrupted, internal."
     )
     message: str
 

@@ -13,4 +13,9 @@ services (model providers) will live here too.
 * ``sized_lru``: the byte-bounded LRU under both, bounded by ``REPLAY_CACHE_MB``.
 * ``call_list``: an item of the calls explorer's list, as the API and the dashboard's twin
   answer it.
+* ``model_runs``: runs, a conversation's replay sent to a model connection: made, queued,
+  claimed, executed, reaped when their worker stopped; the run document.
+* ``run_worker``: the threads that work through the queue of runs (in the token pass process,
+  ``toolscope serve`` or ``toolscope runs work``).
+* ``providers``: the one place a model provider is called, through its official SDK.
 """

@@ -22,6 +22,7 @@ worker stopped mid-call (its lease ran out) is queued again or failed (:func:`re
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +61,12 @@ FINISHED = ("succeeded", "failed", "cancelled")
 MAX_OUTPUT_TOKENS = 1_000_000
 MAX_TEMPERATURE = 2.0
 
-INTERRUPTED = "interrupted"  # ProviderError-like kind of a run whose worker stopped
+# Error kinds of a run besides the provider's (services.providers.KINDS): its worker stopped
+# mid-call on every attempt; a fault of Toolscope's own.
+INTERRUPTED = "interrupted"
+INTERNAL = "internal"
+
+log = logging.getLogger(__name__)
 
 
 class RunInputError(ValueError):
@@ -469,9 +475,16 @@ def execute(run_id: str, owner: str) -> Outcome:
             timeout=float(config.get("MODEL_TIMEOUT_SECONDS") or 120),
             max_retries=int(config.get("MODEL_MAX_RETRIES") or 0),
         )
+        values = _success_values(row, answer, connection.kind, overrides)
     except ProviderError as exc:
         return _store_failure(run_id, owner, exc)
-    values = _success_values(row, answer, connection.kind, overrides)
+    except Exception as exc:  # a fault of ours: the run says so and fails, it is not retried
+        log.exception("run %s failed inside Toolscope", run_id)
+        db.session.rollback()
+        failure = ProviderError(
+            None, INTERNAL, f"the run failed inside Toolscope ({type(exc).__name__}); see the log"
+        )
+        return _store_failure(run_id, owner, failure)
     stored = run_write(Write(_finish, (run_id, owner, values)))
     return Outcome("succeeded", stored)
 

@@ -1,5 +1,5 @@
 """The run worker: works through the queue of runs (``model_run`` rows) with bounded
-concurrency (docs/runs.md, 'The queue').
+concurrency (docs/runs.md, 'The queue and where it runs').
 
 No extra service: under gunicorn it runs in the token pass process that the master starts and
 watches (``webapp.token_process``), in ``toolscope serve`` as threads of the server, and in the
