@@ -1,5 +1,5 @@
-"""One model call is one round, whoever reports it (docs/otlp-mapping.md, 'One model call, one
-round').
+"""One model call is one round, whoever reports it
+(docs/otlp-mapping.md, 'One model call, one round').
 
 Two instrumentations may report the same model call: the Anthropic SDK 2.x traces itself
 (`anthropic.messages.create`) whenever a tracer provider is registered, and OpenLLMetry's or
