@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from conftest import add_project_key
 
 from tests.otlp_agents.fake_anthropic import FakeAnthropic
 from tests.otlp_agents.venvs import family_python
@@ -50,7 +51,7 @@ def anthropic_python():
 
 
 def test_anthropic_sdk_with_and_without_instrumentations_comes_out_whole(
-    anthropic_python, live_server, client, project_key, other_project_key
+    anthropic_python, app, live_server, client, project_key
 ):
     fakes = [FakeAnthropic().__enter__() for _ in RUNS]
     runs = [
@@ -76,10 +77,11 @@ def test_anthropic_sdk_with_and_without_instrumentations_comes_out_whole(
     for run in runs:
         try:
             check_two_turns(run, client, project_key)
-            # Item 4: one span per request, newest first, twice, in another project.
-            resend_newest_first(client, other_project_key, run.captured)
+            # Item 4: one item per request, newest first, twice, to a project of its own.
+            resend = add_project_key(app, f"resend-{run.label}")
+            resend_newest_first(client, resend, run.captured)
             expected = end_state(client, project_key, run.service)
-            assert end_state(client, other_project_key, run.service) == expected
+            assert end_state(client, resend, run.service) == expected
         except AssertionError as exc:
             failures.append(f"{run.label}: {exc!r}"[:3000])
     assert not failures, "\n".join(failures)
