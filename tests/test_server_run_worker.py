@@ -174,3 +174,34 @@ def test_an_idle_worker_takes_no_write_lock(app, sqlite_writer):
     started = time.monotonic()
     assert worker.run_until_idle(app) == 0
     assert time.monotonic() - started < 5
+
+
+def test_the_token_pass_process_sends_the_servers_runs(app, client, orders, fake, tmp_path):
+    """Under gunicorn the master starts `python -m webapp.token_process`; it runs the run
+    worker beside the pass (RUN_WORKERS threads), so runs are sent with no web worker waiting."""
+    if not app.config["DATABASE_URL"].startswith("sqlite"):
+        pytest.skip("the process is the same on PostgreSQL; the queue's tests run on both")
+    from webapp import token_process
+
+    run_id = post(client, orders)
+    env = {
+        **os.environ,
+        token_process.ENV_DATABASE_URL: app.config["DATABASE_URL"],
+        token_process.ENV_INTERVAL: "5",
+        "TOOLSCOPE_SECRET_KEY": app.config["SECRET_KEY"],
+        "TOOLSCOPE_RUN_WORKERS": "2",
+    }
+    with (tmp_path / "pass.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", token_process.MODULE],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        [run] = wait_for("the run to be sent", lambda: [r for r in runs(app) if r.finished_at])
+    finally:
+        stop(process)
+    assert (run.id, run.status) == (run_id, "succeeded"), (tmp_path / "pass.log").read_text()
+    assert fake.count() == 1
