@@ -16,7 +16,7 @@ from typing import Any
 
 from ...redaction import CompiledRules
 from ...replay.jsonfast import canonical
-from . import json_reader, protobuf_reader
+from . import json_reader, protobuf_reader, span_events
 from .messages import DEFAULT_PARSE_LIMIT
 from .normalize import is_genai_log, normalize_log, normalize_span, raw_attributes
 from .records import Decoded, LogRecord, Span
@@ -108,8 +108,14 @@ def _span_digest(span: Span) -> str:
     )
 
 
-def _strip_event(event: dict[str, Any], mask: Callable[[str], str], limit: int) -> dict[str, Any]:
-    return {**event, "attributes": raw_attributes(event["attributes"], mask, limit)}
+def _strip_event(
+    event: dict[str, Any], mask: Callable[[str], str], limit: int, record: dict[str, Any]
+) -> dict[str, Any]:
+    attributes = event["attributes"]
+    if span_events.read_from(record, event["name"]):
+        # Its content lives, parsed and redacted, in the record (span_events.py).
+        attributes = {k: v for k, v in attributes.items() if k not in span_events.CONTENT_FIELDS}
+    return {**event, "attributes": raw_attributes(attributes, mask, limit)}
 
 
 def prepare_spans(
@@ -148,7 +154,7 @@ def prepare_spans(
                 service_name=span.resource.service_name,
                 resource=span.resource.attributes,
                 attributes=raw_attributes(span.attributes, mask, limit),
-                events=[_strip_event(e, mask, limit) for e in span.events],
+                events=[_strip_event(e, mask, limit, record) for e in span.events],
                 links=span.links,
                 record=record,
                 digest=digest,

@@ -19,9 +19,26 @@ from typing import Any
 from . import normalize as n
 from .records import LogRecord, Span
 
+# The fields of those events that hold content: in the record, not in the raw row.
+CONTENT_FIELDS = frozenset(
+    {
+        "content",
+        "message",
+        "tool.result",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+    }
+)
+
 
 def _names() -> frozenset[str]:
     return frozenset({n.OPERATION_DETAILS, n.CHOICE_EVENT, *n.MESSAGE_EVENTS})
+
+
+def read_from(record: dict[str, Any], event_name: str) -> bool:
+    """Whether an event of this name on the record's span is read into the record."""
+    return record.get("class") in ("llm", "agent") and event_name in _names()
 
 
 def event_records(span: Span, limit: int) -> list[dict[str, Any]]:
