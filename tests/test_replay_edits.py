@@ -469,3 +469,31 @@ def test_an_edit_either_applies_or_says_why_never_anything_else(
         apply_edits(h, [edit])
     except EditError as error:
         assert error.index == 0 and error.field == "call_id"
+
+
+@SETTINGS
+@given(histories(), options(), st.booleans())
+def test_every_call_id_a_replay_shows_names_that_call_or_is_refused_as_shared(
+    h: History, o: ReplayOptions, everything: bool
+) -> None:
+    """The fork page edits a call by the id the replay shows: its own, generated or renamed."""
+    o = replace(o, result_token_cap=None)  # the new result is sent whole
+    if everything:  # more calls in the payload: no cut, no window
+        o = replace(o, as_of=None, freshness_seconds=None)
+    shown = results_by_id(replay(h, o).payload, o.format)
+    shared = {
+        cid
+        for cid, n in Counter(c.external_id for m in h.messages for c in m.tool_calls).items()
+        if n > 1
+    }
+    for call_id in shown:
+        try:
+            edited = apply_edits(h, [Edit("replace_result", call_id, "EDITED")], as_of=o.as_of)
+        except EditError as error:
+            assert call_id in shared and "share the id" in str(error)
+            continue
+        after = results_by_id(replay(edited, o).payload, o.format)
+        assert after[call_id] == {"content": "EDITED", "is_error": False}
+        assert {k: v for k, v in after.items() if k != call_id} == {
+            k: v for k, v in shown.items() if k != call_id
+        }

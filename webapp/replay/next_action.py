@@ -367,9 +367,9 @@ def recorded_next_action(
     were complete at ``as_of`` (every call made and every result back) are replayed, so the
     next action is the first round that was not, else the run's final text; in ``per-run``
     mode (the replay's default) the unfinished run is not replayed at all, so it is the run's
-    first round. Empty assistant messages are passed over; a user message after ``as_of``
-    ends the search (None): what the agent did after it answered a message the replay does
-    not hold.
+    first round. Empty assistant messages and system messages are passed over; a user message
+    after ``as_of`` ends the search (None): what the agent did after it answered a message the
+    replay does not hold.
     """
     if as_of is None:
         return None
