@@ -9,10 +9,24 @@ from typing import Any
 from sqlalchemy import select
 
 from ..db import db
-from ..models import Channel, Conversation, Message, Project, ToolInvocation
+from ..models import Channel, Conversation, McpCall, Message, Project, ToolInvocation
 from .conversations import FRESHNESS_WINDOW
 from .records import CallRecord
 from .timeline import call_columns, call_record
+
+MCP_FIELDS = (
+    "server",
+    "method",
+    "transport",
+    "session_id",
+    "request_id",
+    "protocol_version",
+    "duration_ms",
+    "server_duration_ms",
+    "error_type",
+    "trace_id",
+    "span_id",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +43,8 @@ class CallDetail:
     conversation_title: str | None
     freshness_seconds: int | None
     token_method: str | None
+    # How the call went through MCP (docs/otlp-mapping.md, 'MCP calls'); None: it did not.
+    mcp: dict[str, Any] | None = None
 
 
 def get_call(project_id: int, call_id: int) -> CallDetail | None:
@@ -47,8 +63,10 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
             Conversation.external_id.label("conversation_external_id"),
             Conversation.title.label("conversation_title"),
             FRESHNESS_WINDOW.label("window"),
+            *(getattr(McpCall, name).label(f"mcp_{name}") for name in MCP_FIELDS),
         )
         .join(Message, Message.id == t.message_id)
+        .outerjoin(McpCall, McpCall.tool_invocation_id == t.id)
         .join(Project, Project.id == t.project_id)
         .outerjoin(Conversation, Conversation.id == Message.conversation_id)
         .outerjoin(Channel, Channel.id == Conversation.channel_id)
@@ -73,6 +91,11 @@ def get_call(project_id: int, call_id: int) -> CallDetail | None:
         conversation_title=row.conversation_title,
         freshness_seconds=row.window,
         token_method=row.token_method,
+        mcp=(
+            {name: getattr(row, f"mcp_{name}") for name in MCP_FIELDS}
+            if row.mcp_trace_id is not None
+            else None
+        ),
     )
 
 

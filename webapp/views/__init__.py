@@ -20,7 +20,18 @@ from . import formatting
 
 
 def register(app: Flask) -> None:
-    from . import assets, calls, conversations, costs, login, replay, saved_views, settings, tools
+    from . import (
+        assets,
+        calls,
+        conversations,
+        costs,
+        login,
+        mcp_servers,  # noqa: F401  (its page is a route of the tools area)
+        replay,
+        saved_views,
+        settings,
+        tools,
+    )
     from .conversations.address import AnyIdConverter
 
     # Before the blueprints: their rules are built with the app's converters.

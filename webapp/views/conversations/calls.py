@@ -45,6 +45,8 @@ def _detail_data(detail: queries.CallDetail) -> dict:
         "response_text": detail.response,
         "token_method": detail.token_method,
         "arguments_bytes": detail.arguments_bytes,
+        # How the call went through MCP (docs/otlp-mapping.md, 'MCP calls'), or None.
+        "mcp": detail.mcp,
         # Both ids of the call's conversation (None: the call is not attached yet).
         "conversation": (
             {
@@ -75,6 +77,7 @@ def call_get(call_id: int, fmt: str):
             "duration_ms",
             "token_method",
             "conversation",
+            "mcp",
         ),
     )
 
