@@ -388,6 +388,13 @@ def test_a_cut_inside_a_run_depends_on_the_persistence_mode() -> None:
     # At 3 s round 0 is complete (results back at 3 s), round 1 not yet made.
     per_call = recorded_next_action(h, at(3), persistence="per-service-call")
     assert per_call == NextAction("calls", (ActionCall("track", {}, "c3"),))  # None args: {}
+    # At 2.5 s round 0 was asked for but its results were not back: the replay holds none of it,
+    # and the round is still what comes next.
+    assert recorded_next_action(h, at(2.5), persistence="per-service-call") == (
+        recorded_next_action(h, at(0))
+    )
+    options = ReplayOptions(as_of=at(2.5), freshness_seconds=None, persistence="per-service-call")
+    assert "lookup_order" not in json.dumps(replay(h, options).payload)
     # per-run: the unfinished run is not replayed at all, so the agent's next action is its start.
     assert recorded_next_action(h, at(3)) == recorded_next_action(h, at(0))
     # Every round back, the answer not yet written (nor replayed).
