@@ -222,3 +222,29 @@ def test_a_plain_entry_allows_that_host_only_and_no_entry_allows_all(host, other
     assert mc.host_allowed(host, [host])
     assert mc.host_allowed(other, [host]) == (other == host)
     assert mc.host_allowed(other, [])
+
+
+def test_the_openapi_document_describes_the_routes_with_their_models(client):
+    spec = client.get("/api/openapi.json").get_json()
+    paths = spec["paths"]
+    schemas = spec["components"]["schemas"]
+    post = paths["/api/v1/model-connections"]["post"]
+    body = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert body.endswith("/ModelConnectionCreate")
+    assert schemas["ModelConnectionCreate"]["properties"]["api_key"]["writeOnly"] is True
+    assert {"201", "403", "409", "422"} <= post["responses"].keys()
+    listing = paths["/api/v1/model-connections"]["get"]["responses"]["200"]
+    assert listing["content"]["application/json"]["schema"]["$ref"].endswith("/ModelConnectionList")
+    delete = paths["/api/v1/model-connections/{name}"]["delete"]
+    assert {"204", "403", "404"} <= delete["responses"].keys()
+    # No answer can carry a secret: the answer's model has no field for one.
+    assert not {"api_key", "headers", "secret"} & schemas["ModelConnectionOut"]["properties"].keys()
+
+
+def test_answers_are_exactly_the_documented_models(dashboard, project_key, app):
+    from webapp.api.model_connections import ModelConnectionList, ModelConnectionOut
+
+    created = _post(dashboard, _body(api_key=None, api_key_env="OPENAI_API_KEY"))
+    ModelConnectionOut.model_validate(created.get_json())
+    listed = app.test_client().get(URL, headers=project_key.headers)
+    ModelConnectionList.model_validate(listed.get_json())

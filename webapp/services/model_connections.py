@@ -511,7 +511,7 @@ def check_connection(resolved: ResolvedConnection, *, timeout: float = 10.0) -> 
         return CheckResult(False, scrub(f"unexpected answer: {exc.message}", resolved)[:500])
     shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
     count = f"{len(ids)} model{'' if len(ids) == 1 else 's'}"
-    return CheckResult(True, f"ok: {count}" + (f" ({shown})" if ids else ""), 200, ids)
+    return CheckResult(True, f"{count} listed" + (f": {shown}" if ids else ""), 200, ids)
 
 
 def _provider_message(exc: Any) -> str:
