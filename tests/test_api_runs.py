@@ -365,3 +365,16 @@ def test_a_fault_of_ours_fails_the_run_and_says_so(app, client, orders, monkeypa
     run = run_once(app, client, orders)
     assert run["status"] == "failed" and run["attempts"] == 1
     assert run["error"]["kind"] == "internal" and "KeyError" in run["error"]["message"]
+
+
+def test_a_queued_run_can_be_cancelled_and_is_never_sent(app, client, orders, fake):
+    run_id = post_run(client, orders).get_json()["id"]
+    response = client.post(f"/api/v1/runs/{run_id}/cancel", headers=orders.headers)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["status"] == "cancelled"
+    assert work(app) == 0 and fake.count() == 0
+    assert get_run(client, orders, run_id)["finished_at"]
+    again = client.post(f"/api/v1/runs/{run_id}/cancel", headers=orders.headers)
+    assert_error(again, 409, "conflict")
+    missing = client.post("/api/v1/runs/run_nope/cancel", headers=orders.headers)
+    assert_error(missing, 404, "not_found")

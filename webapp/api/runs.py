@@ -314,3 +314,22 @@ def conversation_runs_get(path: ConversationPath):
         raise ApiError(404, "no such conversation in this project")
     rows = model_runs.list_runs(g.project.id, conversation.id)
     return jsonify(serializers.listing([run_document(r) for r in rows]))
+
+
+@bp.post(
+    "/runs/<run_id>/cancel",
+    tags=[TAG],
+    summary="Cancel a queued or running run",
+    responses={200: RunOut, **error_responses(404, 409, 422, 503)},
+)
+@endpoint(write=True)
+def run_cancel_post(path: RunPath):
+    """A queued run is not sent; a running one's answer, when it comes, is not stored (the
+    provider may still bill it). 409 when the run has finished already."""
+    if not model_runs.cancel_in_transaction(g.project.id, path.run_id):
+        row = model_runs.get_run(g.project.id, path.run_id)
+        if row is None:
+            raise ApiError(404, "no such run in this project")
+        raise ApiError(409, f"the run has finished ({row['status']}); nothing to cancel")
+    row = model_runs.get_run(g.project.id, path.run_id)
+    return jsonify(run_document(row))

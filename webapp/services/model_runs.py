@@ -604,10 +604,11 @@ def _finish(run_id: str, owner: str, values: dict[str, Any]) -> bool:
 def cancel_run(project_id: int, run_id: str) -> bool:
     """Cancel a queued or running run (a running one's answer, when it comes, is not stored);
     False when it had finished or is not the project's."""
-    return run_write(Write(_cancel, (project_id, run_id)))
+    return run_write(Write(cancel_in_transaction, (project_id, run_id)))
 
 
-def _cancel(project_id: int, run_id: str) -> bool:
+def cancel_in_transaction(project_id: int, run_id: str) -> bool:
+    """:func:`cancel_run`'s store step (a write view runs it in its own transaction)."""
     result = db.session.execute(
         update(RUN)
         .where(
