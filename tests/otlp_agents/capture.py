@@ -5,8 +5,8 @@
 `target`, keeping each request's path, content type and body and answering with the target's
 answer: the producer's exporter sees Toolscope. `split_newest_first(captured)` turns the
 recorded export requests into one request per span or log record, newest first (by start or
-record time), in the encoding they came in; sending that twice to a fresh project must end in
-the same state as the producer's own batching.
+record time, then the later sent first), in the encoding they came in; sending that twice to a
+fresh project must end in the same state as the producer's own batching.
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ class RecordingProxy:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
+                body = self._body()
                 if self.headers.get("Content-Encoding") == "gzip":
                     import gzip
 
@@ -68,7 +67,8 @@ class RecordingProxy:
                     headers={
                         k: v
                         for k, v in self.headers.items()
-                        if k.lower() not in ("host", "content-length", "connection")
+                        if k.lower()
+                        not in ("host", "content-length", "connection", "transfer-encoding")
                     },
                 )
                 try:
@@ -83,6 +83,20 @@ class RecordingProxy:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _body(self) -> bytes:
+                """The request body, sent with a length or chunked (Node's exporters)."""
+                if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return b"".join(chunks)
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -103,7 +117,7 @@ class RecordingProxy:
 def split_newest_first(captured: list[Captured]) -> list[tuple[str, str, bytes]]:
     """(path, content type, body) of one request per span or log record of the captured
     traces and logs requests, newest first."""
-    items: list[tuple[int, str, str, bytes]] = []
+    items: list[tuple[int, int, str, str, bytes]] = []
     for request in captured:
         if request.signal not in ("traces", "logs"):
             continue
@@ -111,10 +125,13 @@ def split_newest_first(captured: list[Captured]) -> list[tuple[str, str, bytes]]
         if request.signal == "traces":
             encode = traces_json if request.is_json else traces_protobuf
             for span in reader.decode_traces(request.body).spans:
-                items.append((span.start_ns, request.path, request.content_type, encode([span])))
+                item = (span.start_ns, len(items), request.path, request.content_type)
+                items.append((*item, encode([span])))
         else:
             encode = logs_json if request.is_json else logs_protobuf
             for log in reader.decode_logs(request.body).logs:
-                items.append((log.time_ns, request.path, request.content_type, encode([log])))
-    items.sort(key=lambda item: item[0], reverse=True)
-    return [(path, content_type, body) for _, path, content_type, body in items]
+                item = (log.time_ns, len(items), request.path, request.content_type)
+                items.append((*item, encode([log])))
+    # Newest first: by time, and of items sent with the same time, the one sent later first.
+    items.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [(path, content_type, body) for _, _, path, content_type, body in items]
