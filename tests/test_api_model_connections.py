@@ -120,6 +120,7 @@ def test_delete_with_a_dashboard_login(dashboard):
         ({"api_key": None, "api_key_env": "1BAD"}, "api_key_env"),
         ({"headers": {"Bad Header": "x"}}, "headers"),
         ({"headers": {"X-Ok": "line\nbreak"}}, "headers"),
+        ({"headers": {"Host": "169.254.169.254"}}, "headers"),
     ],
 )
 def test_invalid_connections_are_422_naming_the_field_without_the_secret(
@@ -248,3 +249,39 @@ def test_answers_are_exactly_the_documented_models(dashboard, project_key, app):
     ModelConnectionOut.model_validate(created.get_json())
     listed = app.test_client().get(URL, headers=project_key.headers)
     ModelConnectionList.model_validate(listed.get_json())
+
+
+ENVIRONMENT_MARKERS = {
+    "OPENAI_API_KEY": "env-openai-key-1f2e",
+    "OPENAI_ORG_ID": "env-org-3d4c",
+    "OPENAI_PROJECT_ID": "env-project-5b6a",
+    "OPENAI_ADMIN_KEY": "env-admin-7f8e",
+    "OPENAI_CUSTOM_HEADERS": "X-Env-Openai: env-custom-9a8b",
+    "ANTHROPIC_API_KEY": "env-anthropic-key-0c1d",
+    "ANTHROPIC_AUTH_TOKEN": "env-auth-token-2e3f",
+    "ANTHROPIC_CUSTOM_HEADERS": "X-Env-Anthropic: env-custom-4a5b",
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_connection_sends_only_what_it_holds_not_the_servers_environment(kind, monkeypatch):
+    """The SDKs read keys, organizations and extra headers from the environment when not
+    given them: a connection pointed anywhere must not carry the server's own."""
+    from fake_model_server import fake_model_server
+
+    for name, value in ENVIRONMENT_MARKERS.items():
+        monkeypatch.setenv(name, value)
+    with fake_model_server() as fake:
+        base = fake.openai_base_url if kind == "openai" else fake.anthropic_base_url
+        for key in ("sk-the-connections-own", ""):
+            resolved = mc.ResolvedConnection(1, "c", kind, base, None, {"X-Own": "own"}, key)
+            assert mc.check_connection(resolved, timeout=10).ok
+    assert len(fake.seen) == 2
+    for headers in fake.seen:
+        sent = repr(headers)
+        leaked = [
+            v.split(": ")[-1] for v in ENVIRONMENT_MARKERS.values() if v.split(": ")[-1] in sent
+        ]
+        assert not leaked, leaked
+        assert headers["x-own"] == "own"
+    assert "sk-the-connections-own" in repr(fake.seen[0])

@@ -44,6 +44,8 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
 # A header's name: an RFC 9110 token.
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 MAX_HEADERS = 20
+# What the HTTP client must set itself (framing, the host the allowed hosts were checked for).
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 MAX_HEADER_VALUE = 4096
 MAX_SECRET = 4096
 MAX_URL = 2048
@@ -196,6 +198,8 @@ def env_problem(name: str) -> str | None:
 def header_problem(name: str, value: str) -> str | None:
     if not HEADER_NAME_RE.match(name):
         return "a header name is letters, digits and !#$%&'*+.^_`|~- (up to 100)"
+    if name.lower() in RESERVED_HEADERS:
+        return f"{name} is set by the HTTP client, not by a connection"
     if len(value) > MAX_HEADER_VALUE or any(c in value for c in "\r\n\x00"):
         return f"a header value is one line of up to {MAX_HEADER_VALUE} characters"
     return None
@@ -452,11 +456,15 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
     """The provider's official SDK client for a connection: `openai.OpenAI` or
     `anthropic.Anthropic`, with explicit timeout and retries, and redirects not followed (a
     redirect to another host would carry the connection's headers there, around the allowed
-    hosts; httpx drops only Authorization)."""
+    hosts; httpx drops only Authorization).
+
+    The SDKs fill what they are not given from the server's environment (OPENAI_ORG_ID,
+    OPENAI_PROJECT_ID, OPENAI_CUSTOM_HEADERS, ANTHROPIC_CUSTOM_HEADERS, the keys): a connection
+    sends only what it holds, wherever it points, so those are taken out again."""
     if resolved.kind == "openai":
         import openai
 
-        return openai.OpenAI(
+        client = openai.OpenAI(
             base_url=resolved.base_url,
             # Never None: the SDK would read the server's own OPENAI_API_KEY instead.
             api_key=resolved.api_key or "none",
@@ -465,10 +473,13 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
             max_retries=max_retries,
             http_client=openai.DefaultHttpxClient(follow_redirects=False),
         )
-    if resolved.kind == "anthropic":
+        for attribute in ("organization", "project", "admin_api_key", "webhook_secret"):
+            if getattr(client, attribute, None) is not None:
+                setattr(client, attribute, None)
+    elif resolved.kind == "anthropic":
         import anthropic
 
-        return anthropic.Anthropic(
+        client = anthropic.Anthropic(
             base_url=resolved.base_url,
             api_key=resolved.api_key or "none",
             default_headers=resolved.headers or None,
@@ -476,7 +487,18 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
             max_retries=max_retries,
             http_client=anthropic.DefaultHttpxClient(follow_redirects=False),
         )
-    raise ConnectionUnusable(f"model connection {resolved.name!r}: unknown kind {resolved.kind!r}")
+        for attribute in ("auth_token", "webhook_key"):
+            if getattr(client, attribute, None) is not None:
+                setattr(client, attribute, None)
+    else:
+        raise ConnectionUnusable(
+            f"model connection {resolved.name!r}: unknown kind {resolved.kind!r}"
+        )
+    # The headers the SDK adds of its own (version, platform) stay; any the environment added
+    # go: the custom headers are the connection's alone.
+    if getattr(client, "_custom_headers", None) != dict(resolved.headers):
+        client._custom_headers = dict(resolved.headers)
+    return client
 
 
 def scrub(text: str, resolved: ResolvedConnection) -> str:
