@@ -231,3 +231,25 @@ def test_a_worker_retired_during_the_run_counts_only_what_it_did_during_the_run(
     # Not 0.7: the 0.4 s before the run are not the run's.
     assert 0.25 <= sum(used) < 0.6, used
     assert used[0] >= 0.25  # reported as the retired workers' share
+
+
+def test_the_reads_section_times_every_page_and_twin_cold_and_warm():
+    """`--only reads` over a tiny load: every page and JSON twin once each, answered 200, with
+    cold and warm p50/p95; it does not run without --only (its default load is 100,000 calls)."""
+    result = CliRunner().invoke(command, ["--only", "reads", "--calls", "500", "--json"])
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    figures = {f["label"]: f["values"] for f in target["figures"]}
+    assert all(f["section"] == "reads" for f in target["figures"])
+    for page in ("conversation list", "/calls q=rare", "/calls sort=duration", "/tools (all time)"):
+        assert page in figures and f"{page} .json" in figures
+    assert "/tools/charts" in figures and "/costs (30 days) .json" in figures
+    for values in figures.values():
+        assert values["calls"] == 500
+        for key in ("cold_p50_ms", "cold_p95_ms", "warm_p50_ms", "warm_p95_ms"):
+            assert values[key] > 0
+        assert values["warm_p95_ms"] >= values["warm_p50_ms"]
+    from webapp.bench.sections import SECTIONS
+
+    assert not SECTIONS["reads"].by_default

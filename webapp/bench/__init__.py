@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import otlp, raw_insert, redaction, replay, search  # noqa: F401  (each registers its section)
+from . import otlp, raw_insert, reads, redaction, replay, search  # noqa: F401  (each registers its section)
 from .load import LoadGenerator
 from .sections import SECTIONS, BenchContext, Figure
 from .server import (
@@ -162,7 +162,11 @@ def command(
     """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
     if key and not url:
         raise click.UsageError("--key goes with --url")
-    sections = [SECTIONS[name] for name in (only or SECTIONS)]
+    sections = (
+        [SECTIONS[name] for name in only]
+        if only
+        else [s for s in SECTIONS.values() if s.by_default]
+    )
     run_id = f"bench-{secrets.token_hex(3)}"
     server_options = {"workers": workers, "worker_class": worker_class, "threads": threads}
 

@@ -61,16 +61,23 @@ class Section:
     run: Callable[[BenchContext], list[Figure]]
     needs_server: bool = False
     needs_database: bool = False
+    # Run without --only too (False: a long section that runs only when named).
+    by_default: bool = True
 
 
 SECTIONS: dict[str, Section] = {}
 
 
 def section(
-    name: str, help: str, *, needs_server: bool = False, needs_database: bool = False
+    name: str,
+    help: str,
+    *,
+    needs_server: bool = False,
+    needs_database: bool = False,
+    by_default: bool = True,
 ) -> Callable[[Callable[[BenchContext], list[Figure]]], Callable[[BenchContext], list[Figure]]]:
     def register(run: Callable[[BenchContext], list[Figure]]):
-        SECTIONS[name] = Section(name, help, run, needs_server, needs_database)
+        SECTIONS[name] = Section(name, help, run, needs_server, needs_database, by_default)
         return run
 
     return register
