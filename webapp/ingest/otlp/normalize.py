@@ -105,15 +105,21 @@ def classify(attributes: Mapping[str, Any]) -> str:
         operation in LLM_OPERATIONS
         or openinference == "LLM"
         or _string(attributes.get("llm.request.type")) in ("chat", "completion")
-        # no operation, but a model and its usage (Logfire's Chat Completions spans)
-        or (
-            operation is None
-            and _string(attributes.get("gen_ai.request.model"))
-            and _count(attributes.get("gen_ai.usage.input_tokens")) is not None
-        )
     ):
         return "llm"
-    return vercel.classify(attributes) or "other"
+    return vercel.classify(attributes) or _model_with_usage(operation, attributes)
+
+
+def _model_with_usage(operation: str | None, attributes: Mapping[str, Any]) -> str:
+    """No operation, but a model and its usage: a model call (Logfire's Chat Completions
+    spans); anything else is other."""
+    if (
+        operation is None
+        and _string(attributes.get("gen_ai.request.model"))
+        and _count(attributes.get("gen_ai.usage.input_tokens")) is not None
+    ):
+        return "llm"
+    return "other"
 
 
 def _first(attributes: Mapping[str, Any], *keys: str) -> Any:
