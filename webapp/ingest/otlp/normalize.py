@@ -384,7 +384,9 @@ def tool_definitions(attrs: Mapping[str, Any], limit: int) -> list[dict[str, Any
 
 
 def _definition(item: Any) -> dict[str, Any] | None:
-    """A flat `{type,name,description,parameters}` or OpenAI's `{type,function:{...}}`."""
+    """A flat `{type,name,description,parameters}`, OpenAI's `{type,function:{...}}` or
+    Anthropic's `{name,description,input_schema}` (OpenLLMetry's and OpenInference's Anthropic
+    instrumentations send it as it is)."""
     if not isinstance(item, Mapping):
         return None
     if isinstance(item.get("function"), Mapping):
@@ -394,6 +396,8 @@ def _definition(item: Any) -> dict[str, Any] | None:
         return None
     description = item.get("description")
     parameters = item.get("parameters")
+    if parameters is None:
+        parameters = item.get("input_schema")
     return {
         "name": name,
         "description": description if isinstance(description, str) else None,
