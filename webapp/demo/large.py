@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from .catalog import PREFIX, conversation
 from .payloads import Call, Scenario, Turn, sources
+from .usage import settle_usage
 
 LARGE_ID = PREFIX + "large-10k-calls"
 LARGE_TURNS = 1_000
@@ -14,7 +15,10 @@ LARGE_CALLS_PER_ROUND = 5
 
 
 def large_conversation(now: datetime, turns: int = LARGE_TURNS) -> Scenario:
-    """1,000 turns of 2 rounds x 5 parallel calls: 10,000 calls, one turn a minute."""
+    """1,000 turns of 2 rounds x 5 parallel calls: 10,000 calls, one turn a minute.
+
+    Its support-bot window keeps every result, so the context grows to about 190,000 tokens by
+    the last turn: gpt-4.1 (a 1M-token context), whose prompt cache reads most of it."""
     start = now - timedelta(minutes=turns)
     requests = [
         conversation(
@@ -26,7 +30,9 @@ def large_conversation(now: datetime, turns: int = LARGE_TURNS) -> Scenario:
         )
     ]
     for n in range(turns):
-        turn = Turn(f"{LARGE_ID}-{n}", start + timedelta(minutes=n), f"Question {n}?")
+        turn = Turn(
+            f"{LARGE_ID}-{n}", start + timedelta(minutes=n), f"Question {n}?", model="gpt-4.1"
+        )
         first = n * LARGE_ROUNDS * LARGE_CALLS_PER_ROUND + 1
         for r in range(LARGE_ROUNDS):
             turn.round(
@@ -50,4 +56,6 @@ def large_conversation(now: datetime, turns: int = LARGE_TURNS) -> Scenario:
                 )
             )
         requests.append(turn.request(LARGE_ID, f"Answer {n} [source{first}]."))
-    return Scenario(LARGE_ID, "10,000 calls over 1,000 turns, for performance checks", requests)
+    return settle_usage(
+        Scenario(LARGE_ID, "10,000 calls over 1,000 turns, for performance checks", requests)
+    )

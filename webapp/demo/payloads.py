@@ -8,14 +8,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
+from ..replay.jsonfast import dumps
+from ..tokens import count_tokens
+
 JSON = dict[str, Any]
-# How long the model takes to answer a service call, in the demo's made-up timeline.
-LLM_SECONDS = 1.4
+# How long the model takes to answer a service call, in the demo's made-up timeline: a first
+# token after LATENCY seconds, the prompt read at PREFILL tokens a second, the answer written at
+# DECODE tokens a second (each drawn per service call, seeded by the turn and the round).
+LATENCY = (0.3, 0.9)
+PREFILL = 25_000
+DECODE = (55.0, 95.0)
+# What the provider adds to a tool call's name and arguments in the output (ids, wrapping).
+CALL_FRAMING = 7
+# Token counts of the demo's texts (the same arguments and results are counted for the output
+# tokens and again for the context, 20,000 times in the 10,000-call conversation).
+count_text = lru_cache(maxsize=1 << 16)(count_tokens)
 
 
 @dataclass(frozen=True)
@@ -115,7 +129,9 @@ class Turn:
         self.model = model
         self.provider = provider
         self.rounds: list[JSON] = []
-        self._input_tokens = 900
+        # A rough size of the prompt, for the model's time only: the reported input tokens are
+        # the replayed context's, counted once the conversation is complete (usage.settle_usage).
+        self._prompt_size = 400 + len(user or "") // 4
 
     @property
     def user_id(self) -> str:
@@ -125,29 +141,51 @@ class Turn:
     def assistant_id(self) -> str:
         return f"{self.key}-assistant"
 
+    def _tokens(self, text: str | None) -> int:
+        return count_text(text, self.model) if text else 0
+
+    def _model_time(self, index: int, output_tokens: int) -> timedelta:
+        """How long service call ``index`` of the turn takes: seeded, so every load is the same."""
+        rng = random.Random(f"{self.key}:{index}")
+        seconds = (
+            rng.uniform(*LATENCY)
+            + self._prompt_size / PREFILL
+            + output_tokens / rng.uniform(*DECODE)
+        )
+        return timedelta(milliseconds=round(seconds * 1000))
+
     def round(
         self,
         *calls: Call,
-        output_tokens: int = 60,
+        output_tokens: int | None = None,
         text: str | None = None,
         reasoning: str | None = None,
     ) -> Turn:
         """A service call that asked for `calls` in parallel (saying ``text``, having reasoned
         ``reasoning``), and their execution. The service call's start and end are sent, so
-        the round shows its latency and the waterfall its model time."""
-        sent = self.clock
-        self.clock += timedelta(seconds=LLM_SECONDS)
-        requested = self.clock
+        the round shows its latency and the waterfall its model time. Its output tokens are
+        what it wrote (text, reasoning, the calls' names and arguments) unless given."""
         index = len(self.rounds)
+        if output_tokens is None:
+            output_tokens = (
+                self._tokens(text)
+                + self._tokens(reasoning)
+                + sum(
+                    self._tokens(c.name) + self._tokens(dumps(c.arguments)) + CALL_FRAMING
+                    for c in calls
+                )
+                + random.Random(f"{self.key}:{index}:out").randint(1, 9)
+            )
+        sent = self.clock
+        self.clock += self._model_time(index, output_tokens)
+        requested = self.clock
         encoded = [self._call(index, seq, call, requested) for seq, call in enumerate(calls)]
         slowest = max((call.seconds for call in calls), default=0.0)
         self.clock = requested + timedelta(seconds=0.05 + slowest)
         self.rounds.append(
             {
                 "usage": {
-                    **usage(
-                        self.model, self.provider, self._input_tokens, output_tokens, at=requested
-                    ),
+                    **usage(self.model, self.provider, 0, output_tokens, at=requested),
                     "started_at": iso(sent),
                     "ended_at": iso(requested),
                     **({"content": text} if text else {}),
@@ -157,7 +195,7 @@ class Turn:
             }
         )
         # Every result is sent back to the next service call: the prompt grows.
-        self._input_tokens += 150 + sum(len(c.result or "") // 4 for c in calls)
+        self._prompt_size += output_tokens + sum(len(c.result or "") // 4 for c in calls)
         return self
 
     def _call(self, round_index: int, seq: int, call: Call, requested: datetime) -> JSON:
@@ -200,12 +238,16 @@ class Turn:
             "created_at": iso(self.started + timedelta(milliseconds=1)),
         }
 
-    def answer_usage(self, output_tokens: int) -> JSON:
+    def answer_usage(self, answer: str) -> JSON:
         """The final service call, which answered in text (no tool calls)."""
+        index = len(self.rounds)
+        output_tokens = self._tokens(answer) + random.Random(f"{self.key}:{index}:out").randint(
+            1, 4
+        )
         sent = self.clock
-        self.clock += timedelta(seconds=LLM_SECONDS)
+        self.clock += self._model_time(index, output_tokens)
         return {
-            **usage(self.model, self.provider, self._input_tokens, output_tokens, at=self.clock),
+            **usage(self.model, self.provider, 0, output_tokens, at=self.clock),
             "started_at": iso(sent),
             "ended_at": iso(self.clock),
         }
@@ -216,7 +258,7 @@ class Turn:
         """The whole turn as one `/turns` request (per-run persistence)."""
         rounds = list(self.rounds)
         if answer is not None and status == "completed":
-            rounds.append({"usage": self.answer_usage(output_tokens=len(answer) // 4), "calls": []})
+            rounds.append({"usage": self.answer_usage(answer), "calls": []})
         assistant = self.assistant_message(answer, status)
         del assistant["role"]  # implied by the turn
         assistant["rounds"] = rounds

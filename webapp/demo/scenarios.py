@@ -23,6 +23,7 @@ from .payloads import (
     sources,
     usage,
 )
+from .usage import settle_usage
 
 XSS = "<script>alert(1)</script>"
 
@@ -61,8 +62,10 @@ DAYS_AGO = {
 
 
 def build_all(now: datetime) -> list[Scenario]:
+    """Every scenario, its reported usage that of the context it sends (``usage.settle_usage``)."""
     return [
-        build(cid, now - timedelta(days=DAYS_AGO.get(cid, 0))) for cid, build in SCENARIOS.items()
+        settle_usage(build(cid, now - timedelta(days=DAYS_AGO.get(cid, 0))))
+        for cid, build in SCENARIOS.items()
     ]
 
 
@@ -485,7 +488,7 @@ def large_result(cid: str, now: datetime) -> Scenario:
         for n in range(5_600)
     ]
     result = json.dumps({"table": "accounts", "rows": rows})
-    # About 240,000 tokens go back to the model with this result: gpt-4.1 (a 1M-token context),
+    # About 307,000 tokens go back to the model with this result: gpt-4.1 (a 1M-token context),
     # not a 128k model, which would refuse the request.
     turn = Turn(f"{cid}-1", at, "Export the accounts table.", model="gpt-4.1").round(
         Call("export_table", {"table": "accounts", "limit": 10_000}, result, 4.2),
@@ -796,7 +799,7 @@ def daily_digest(cid: str, now: datetime) -> Scenario:
                     is_error=failed,
                 )
             )
-        turn.round(*calls, output_tokens=40 + 10 * searches)
+        turn.round(*calls)
         turn.round(
             Call(
                 "fetch_page",
@@ -804,7 +807,6 @@ def daily_digest(cid: str, now: datetime) -> Scenario:
                 "Cluster detail: " + "ticket summary line. " * (20 + 5 * (day % 6)),
                 0.6 + 0.1 * (day % 5),
             ),
-            output_tokens=45,
         )
         requests.append(turn.request(cid, f"Digest for day {day + 1}: see [source{first}]."))
         first += searches
