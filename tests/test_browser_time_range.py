@@ -20,8 +20,6 @@ from browser_support import (  # noqa: F401  (fixtures)
     tab_fixture,
 )
 
-from webapp.db import db
-
 pytestmark = [pytest.mark.browser, SQLITE_ONLY]
 
 expect = playwright_expect()
@@ -39,7 +37,7 @@ def seed(app, project_id: int) -> None:
     with app.app_context():
         for name, age in AGES.items():
             f.simple_conversation(project_id, name, at=now - age, n_calls=2)
-        db.session.commit()
+        f.commit()  # with the roll-ups the tools and costs pages read
 
 
 def test_the_picker_sets_the_url_and_the_lists_follow(app, project_key, tab, scheme):
@@ -138,3 +136,55 @@ def test_a_saved_view_round_trips(app, project_key, tab, scheme):
     page.wait_for_load_state("load")
     page.click("details.saved-views > summary")
     expect(page.locator(".saved-views-body")).to_contain_text("No saved views yet.")
+
+
+def test_the_costs_page_has_one_picker_kept_in_the_url(app, project_key, tab, scheme):
+    """Issue 23: the Costs page still had its old "Last 7, 30, 90 days" links beside the picker,
+    two ways to say the same thing; the picker alone is the period, kept in the address bar."""
+    page, _problems = tab
+    seed(app, project_key.project_id)
+    page.goto("/costs")
+    expect(page.locator("select[name=range]")).to_have_count(1)
+    expect(page.locator("form.filters a")).to_have_count(0)
+    expect(page.get_by_text(re.compile(r"\b90 days\b"))).to_have_count(0)
+    days = page.locator("#charts details", has_text="Data").first.locator("summary")
+    expect(days).to_contain_text("30 rows")  # the default: the last 30 days, one row a day
+    page.select_option("form.filters select[name=range]", "24h")
+    expect(page).to_have_url(re.compile(r"/costs\?range=24h$"))
+    expect(days).to_contain_text("2 rows")  # yesterday and today (UTC days)
+    screenshot(page, f"costs-one-picker-{scheme}", full_page=False)
+    page.reload()
+    expect(page.locator("select[name=range]")).to_have_value("24h")
+    expect(days).to_contain_text("2 rows")
+    # A custom range: its days in the address bar, the charts follow.
+    page.select_option("form.filters select[name=range]", label="Custom range")
+    start = (datetime.now(UTC) - timedelta(days=9)).date().isoformat()
+    page.fill("form.filters input[name=from]", start)
+    page.locator("form.filters input[name=from]").blur()
+    expect(page).to_have_url(re.compile(rf"/costs\?from={start}&to=\d{{4}}-\d\d-\d\d$"))
+    expect(days).to_contain_text("10 rows")
+    screenshot(page, f"costs-custom-range-{scheme}", full_page=False)
+
+
+def test_a_tool_s_page_takes_the_range_of_the_tools_page(app, project_key, tab, scheme):
+    """/tools/usage lacked the range the tools page takes: the link from the tools page keeps
+    it, the conversations that used the tool and its figures follow it."""
+    page, _problems = tab
+    seed(app, project_key.project_id)
+    page.goto("/tools?range=7d")
+    page.locator("#tools-results a.mono", has_text="lookup").click()
+    expect(page).to_have_url(re.compile(r"/tools/usage\?name=lookup&range=7d$"))
+    rows = page.locator("#tool-results table.table tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#tool-results .stat").first).to_contain_text("6")
+    page.select_option("select[name=range]", "1h")
+    expect(page).to_have_url(re.compile(r"/tools/usage\?name=lookup&range=1h$"))
+    expect(rows).to_have_count(1)
+    expect(page.locator("#tool-results .stat").first).to_contain_text("2")
+    screenshot(page, f"tool-usage-range-{scheme}", full_page=False)
+    page.select_option("select[name=range]", label="Any time")
+    expect(page).to_have_url(re.compile(r"/tools/usage\?name=lookup$"))
+    expect(rows).to_have_count(4)
+    # The way back keeps the period it was opened with.
+    page.goto("/tools/usage?name=lookup&range=24h")
+    expect(page.locator("nav.crumbs a")).to_have_attribute("href", "/tools?range=24h")

@@ -193,9 +193,16 @@ class ToolConversation:
 
 
 def conversations_using(
-    project_id: int, function_name: str, after: tuple[datetime, int] | None, limit: int
+    project_id: int,
+    function_name: str,
+    after: tuple[datetime, int] | None,
+    limit: int,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> tuple[list[ToolConversation], bool]:
-    """Conversations that called ``function_name``, most recent use first (keyset paged)."""
+    """Conversations that called ``function_name``, most recent use first (keyset paged); with
+    ``since``/``until``, only its calls made in [since, until) count."""
     last_used = func.max(T.created_at)
     stmt = (
         select(
@@ -210,6 +217,7 @@ def conversations_using(
         .join(Message, Message.id == T.message_id)
         .join(Conversation, Conversation.id == Message.conversation_id)
         .where(T.project_id == project_id, T.function_name == function_name)
+        .where(*_period(since, until))
         .group_by(Conversation.id, Conversation.external_id, Conversation.title)
     )
     if after is not None:

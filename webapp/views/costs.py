@@ -21,7 +21,7 @@ from typing import Any
 from flask import redirect, request, url_for
 from sqlalchemy import select
 
-from ..analytics.filters import PRESETS, ChartFilters, FilterError, parse_filters
+from ..analytics.filters import ChartFilters, FilterError, parse_filters
 from ..analytics.project_charts import PROJECT_CHARTS
 from ..db import begin_write, db, utcnow
 from ..errors import error_response
@@ -29,7 +29,7 @@ from ..models import Project
 from ..pricing import PriceOverride
 from ..queries.projects import channel_names, tool_names
 from . import charts
-from .common import attachment, twin_get, wants_fragment, wants_json
+from .common import attachment, push_url, twin_get, wants_fragment, wants_json
 from .context import current_project
 from .security import dashboard_blueprint
 
@@ -43,7 +43,6 @@ def _costs_context(project_id: int, f: ChartFilters, **extra: Any) -> dict[str, 
     raw, overrides = charts.project_overrides(project_id)
     return {
         "filters": f,
-        "presets": PRESETS,
         "charts": charts.project_charts_for(project_id, overrides, f),
         "channels": channel_names(project_id),
         "tools": tool_names(project_id),
@@ -73,7 +72,11 @@ def costs_get(fmt: str = "html"):
     if wants_fragment() and request.headers.get("HX-Target") == "charts":
         _raw, overrides = charts.project_overrides(project.id)
         shown = charts.project_charts_for(project.id, overrides, f)
-        return charts.html("charts/_project_charts.html", filters=f, charts=shown)
+        # The picker's request: the address bar shows the period's URL (no empty fields).
+        return push_url(
+            charts.html("charts/_project_charts.html", filters=f, charts=shown),
+            url_for("costs.costs_get", fmt="html", **f.query_args()),
+        )
     return charts.html("costs/costs.html", **_costs_context(project.id, f))
 
 

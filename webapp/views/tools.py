@@ -86,13 +86,22 @@ def tool_usage_get(fmt: str):
         after = cursor_arg()
         if after is not None and not isinstance(after[0], datetime):
             raise BadParameter("cursor", "is not a tool usage cursor")
+        # The time range picker's arguments, as the tools page reads them.
+        period = call_explorer.parse_filters(
+            {key: request.args.get(key, "") for key in ("range", "from", "to")}
+        )
     except BadParameter as exc:
         return bad_parameter_response(exc, fmt)
+    except call_explorer.FilterError as exc:
+        return bad_parameter_response(BadParameter(exc.field, exc.message), fmt)
     project = current_project()
-    stats = queries.tool_stats(project.id, name) if after is None else []
-    if after is None and not stats:
-        return not_found("tool")
-    rows, more = queries.conversations_using(project.id, name, after, CONVERSATIONS_PER_PAGE)
+    since, until = period.time_from, period.time_to
+    stats = queries.tool_stats(project.id, name, since=since, until=until) if after is None else []
+    if after is None and not stats and not queries.tool_stats(project.id, name):
+        return not_found("tool")  # unknown; a known tool without calls in the period is not
+    rows, more = queries.conversations_using(
+        project.id, name, after, CONVERSATIONS_PER_PAGE, since=since, until=until
+    )
     last = rows[-1] if rows else None
     data = {
         "name": name,
@@ -100,13 +109,19 @@ def tool_usage_get(fmt: str):
         "conversations": rows,
         "has_more": more,
         "next_cursor": encode(last.last_used, last.conversation_id) if more and last else None,
+        "period": period,
+        "filter_args": period.query_args(),
     }
-    return respond(
+    response = respond(
         data,
         page="tools/tool.html",
         fragment="tools/_conversation_rows.html" if after else None,
         fmt=fmt,
+        json_keys=("name", "stats", "conversations", "has_more", "next_cursor"),
     )
+    if wants_fragment() and after is None:  # the picker's request: the address bar follows
+        return push_url(response, url_for("tools.tool_usage_get", name=name, **data["filter_args"]))
+    return response
 
 
 @bp.get("/tools/charts")
