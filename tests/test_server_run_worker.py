@@ -205,3 +205,60 @@ def test_the_token_pass_process_sends_the_servers_runs(app, client, orders, fake
         stop(process)
     assert (run.id, run.status) == (run_id, "succeeded"), (tmp_path / "pass.log").read_text()
     assert fake.count() == 1
+
+
+def test_toolscope_serve_sends_runs_from_a_thread_of_its_own(app, client, orders, fake, tmp_path):
+    """`toolscope serve` runs the worker as threads of the server: a run posted over HTTP is
+    sent without any other process."""
+    if not app.config["DATABASE_URL"].startswith("sqlite"):
+        pytest.skip("the threads are the same on PostgreSQL; the queue's tests run on both")
+    import socket
+
+    import requests
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "TOOLSCOPE_DATABASE_URL": app.config["DATABASE_URL"],
+        "TOOLSCOPE_SECRET_KEY": app.config["SECRET_KEY"],
+        "TOOLSCOPE_TOKEN_PASS_SECONDS": "0",
+        "TOOLSCOPE_RUN_WORKERS": "1",
+    }
+    with (tmp_path / "serve.log").open("wb") as log:
+        server = subprocess.Popen(
+            [BIN / "toolscope", "serve", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    base = f"http://127.0.0.1:{port}/api/v1"
+    try:
+
+        def posted():
+            try:
+                return requests.post(
+                    f"{base}/conversations/{CID}/runs",
+                    json={"connection": "oa"},
+                    headers=orders.headers,
+                    timeout=10,
+                )
+            except requests.ConnectionError:
+                assert server.poll() is None, (tmp_path / "serve.log").read_text()
+                return None
+
+        response = wait_for("toolscope serve to answer", posted, 60)
+        assert response.status_code == 202, response.text
+        run_id = response.json()["id"]
+
+        def done():
+            run = requests.get(f"{base}/runs/{run_id}", headers=orders.headers, timeout=10)
+            return run.json() if run.json()["status"] not in ("queued", "running") else None
+
+        run = wait_for("the run to be sent", done, 60)
+    finally:
+        stop(server)
+    assert run["status"] == "succeeded", run["error"]
+    assert fake.count() == 1
