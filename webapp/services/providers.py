@@ -23,12 +23,21 @@ import json
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import anthropic
+import httpx
 import openai
+from flask import current_app
 
 from ..replay.next_action import MalformedAnswer, NextAction, parse_answer
 from .model_connections import make_client, scrub
+
+# The scripted demo model (``replay.scripted_model``), served by the app itself in DEV mode at
+# /dev/scripted-model/v1: connections name it by this base URL, which providers reach in
+# process (:func:`_in_process`), never over the network.
+SCRIPTED_HOST = "scripted-model.invalid"
+SCRIPTED_BASE_URL = f"http://{SCRIPTED_HOST}/dev/scripted-model/v1"
 
 # The formats each connection kind can take.
 KIND_FORMATS = {
@@ -156,6 +165,7 @@ def _call(
     # The connection's SDK client (``openai.OpenAI`` / ``anthropic.Anthropic`` with the
     # timeout, the retries, the key and headers, redirects not followed).
     client = make_client(connection, timeout=timeout, max_retries=max_retries)
+    client = _in_process(connection, client)
     if connection.kind == "anthropic":
         resource = client.messages
     elif fmt == "openai-responses":
@@ -174,6 +184,27 @@ def _call(
         except TypeError as exc:  # a body the SDK's signature does not take: our bug, said so
             raise ProviderError(None, BAD_REQUEST, f"the request was not sent: {exc}") from None
         return raw.http_response
+
+
+def scripted_host(base_url: str) -> bool:
+    """Whether ``base_url`` names the scripted demo model (:data:`SCRIPTED_BASE_URL`)."""
+    return urlsplit(base_url).hostname == SCRIPTED_HOST
+
+
+def _in_process(connection: Any, client: Any) -> Any:
+    """In DEV mode, a connection to :data:`SCRIPTED_BASE_URL` reaches this app itself through
+    an in-process WSGI transport (the SDK, its request and its answer are real; no socket, so
+    no host or port to know, wherever the worker runs). Outside DEV the host, under the
+    reserved ``.invalid`` domain, resolves nowhere: the run fails with a connection error."""
+    if not scripted_host(connection.base_url) or not current_app.config.get("DEV"):
+        return client
+    transport = httpx.WSGITransport(app=current_app._get_current_object())
+    make = (
+        anthropic.DefaultHttpxClient
+        if connection.kind == "anthropic"
+        else openai.DefaultHttpxClient
+    )
+    return client.with_options(http_client=make(transport=transport, follow_redirects=False))
 
 
 def _status_error(status: int, body: Any, sdk_message: str, secret: Any) -> ProviderError:

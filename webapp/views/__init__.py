@@ -28,6 +28,7 @@ def register(app: Flask) -> None:
         login,
         mcp_servers,  # noqa: F401  (its page is a route of the tools area)
         replay,
+        runs,
         saved_views,
         settings,
         tools,
@@ -38,6 +39,10 @@ def register(app: Flask) -> None:
     app.url_map.converters["anyid"] = AnyIdConverter
     for area in (conversations, calls, replay, tools, costs, saved_views, settings, login, assets):
         app.register_blueprint(area.bp)
+    app.register_blueprint(runs.bp)
+    # The scripted demo model (DEV only) is called by an SDK: no CSRF token.
+    app.register_blueprint(runs.dev_bp)
+    app.extensions["csrf"].exempt(runs.dev_bp)
 
     formatting.init_app(app)
     _template_helpers(app)

@@ -29,6 +29,7 @@ from ..common import (
 )
 from ..context import current_project, current_project_id
 from ..highlight import render_text
+from ..runs import RUNS_ON_CONVERSATION, conversation_runs
 from . import bp
 from . import timeline_model as model
 from .address import conversation_address
@@ -236,6 +237,9 @@ def conversation_get(conversation_id: int, fmt: str):
         data["stats"] = stats_queries.conversation_stats([conversation.id])[conversation.id]
         data["tools_offered"] = tool_definition_names(conversation.id)
         data["otel"] = _otel(project.id, conversation, page)
+    if not wants_json(fmt) and after is None:
+        # The conversation's runs (views.runs; their JSON twin is .../runs.json): one statement.
+        data["runs"] = conversation_runs(conversation, RUNS_ON_CONVERSATION)
     keys = ("conversation", "address", "stats", "tools_offered", "otel") if after is None else ()
     return respond(
         data,

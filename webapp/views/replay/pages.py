@@ -23,7 +23,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
-from ...db import utcnow
+from ...db import db, utcnow
 from ...queries.conversations import find_conversation
 from ...queries.histories import LoadedHistory
 from ...queries.records import ConversationRecord
@@ -42,6 +42,7 @@ from ...replay.export import (
 )
 from ...replay.gc_pause import gc_paused
 from ...services import replay_answer
+from ...services.model_connections import list_connections
 from ..common import (
     BadParameter,
     bad_parameter_response,
@@ -204,6 +205,9 @@ def preview_context(
         data.update(result_context(built))
         data["raw_json"], data["raw_folded"], data["raw_foldable"] = raw_json(built.result.payload)
         data.update(_links(conversation, built.query))
+        # "Send to model" (views.runs): the options shown, and the project's connections.
+        data["run_options"] = {"format": built.query.format, **query_params(built.query)}
+        data["connections"] = list_connections(db.session, current_project().id)
     return data
 
 
@@ -374,6 +378,8 @@ def _compare_form_context(
         "preview_url": url_for("replay.replay_get", conversation_id=conversation.id),
         "compare_action": url_for("replay.replay_compare_get", conversation_id=conversation.id),
         "presets": _presets(conversation.id),
+        # "Send both" (views.runs): the project's connections.
+        "connections": list_connections(db.session, current_project().id),
     }
 
 
