@@ -102,8 +102,8 @@ def test_call_detail_and_tools_pages_do_not_grow(app, dashboard, project_key, co
     # The tool's statistics (two queries) and its conversations.
     tool = count_get(dashboard, count_queries, "/tools/usage?name=tool_1")[0]
     assert tool == tool_small == 5 + LOGIN_CHECK
-    # Keys, rules, channels.
-    assert count_get(dashboard, count_queries, "/settings")[0] == settings_small == 5 + LOGIN_CHECK
+    # Keys, rules, channels, model connections.
+    assert count_get(dashboard, count_queries, "/settings")[0] == settings_small == 6 + LOGIN_CHECK
     # The Costs page belongs to the analytics module; it must not grow either.
     assert count_get(dashboard, count_queries, "/costs")[0] == costs_small
 
