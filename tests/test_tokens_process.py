@@ -193,21 +193,42 @@ def test_the_pass_process_is_started_again_when_it_dies_and_stops_with_the_serve
     assert not Path(f"/proc/{second}").exists()
 
 
-def test_when_ready_starts_no_process_when_the_pass_is_off(app):
-    from webapp import gunicorn_conf
-
+def _gunicorn_server(app):
     class Loaded:
         def wsgi(self):
             return app
 
     class Server:
-        app = Loaded()
+        pass
+
+    server = Server()
+    server.app = Loaded()
+    return server
+
+
+def test_when_ready_starts_no_process_when_the_pass_and_the_runs_are_off(app):
+    from webapp import gunicorn_conf
 
     app.config["TOKEN_PASS_SECONDS"] = 0
-    off = Server()
+    app.config["RUN_WORKERS"] = 0
+    off = _gunicorn_server(app)
     gunicorn_conf.when_ready(off)
     assert not hasattr(off, "token_process")
     gunicorn_conf.on_exit(off)  # nothing to stop
+
+
+def test_when_ready_starts_the_process_for_the_runs_alone(app, monkeypatch):
+    """The runs are sent from the token pass process: with the pass off and RUN_WORKERS on,
+    the process still starts (it then runs the run worker only)."""
+    from webapp import gunicorn_conf
+
+    started: list[TokenProcess] = []
+    monkeypatch.setattr(TokenProcess, "start", lambda self: started.append(self))
+    app.config["TOKEN_PASS_SECONDS"] = 0
+    app.config["RUN_WORKERS"] = 2
+    runs_only = _gunicorn_server(app)
+    gunicorn_conf.when_ready(runs_only)
+    assert [process.interval for process in started] == [0]
 
 
 def test_stop_ends_a_process_that_ignores_sigterm(tmp_path):

@@ -38,10 +38,11 @@ max_requests_jitter = 200
 def when_ready(server: Any) -> None:
     """Start the token pass in a process of its own (`webapp.token_process`), the only one of
     the server that loads the tokenizer (~80 MB): neither this master nor the web workers
-    need it to ingest, so their memory stays small. It is started again if it dies."""
+    need it to ingest, so their memory stays small. It is started again if it dies. The same
+    process sends the runs (`webapp.services.run_worker`), so it starts when either is on."""
     app = server.app.wsgi()  # loaded already (preload_app)
     interval = app.config.get("TOKEN_PASS_SECONDS") or 0
-    if interval > 0:
+    if interval > 0 or (app.config.get("RUN_WORKERS") or 0) > 0:
         from webapp.token_process import TokenProcess
 
         server.token_process = TokenProcess(app.config["DATABASE_URL"], interval)

@@ -245,8 +245,8 @@ SETTINGS: tuple[Setting, ...] = (
         "How many runs (replays sent to a model, docs/runs.md) the server sends at once: "
         "threads of its run worker, which works through the queue of runs in the database "
         "(in the token pass process under gunicorn, in `toolscope serve` itself); 0 turns "
-        "it off, then run `toolscope runs work`. The token pass process runs only while "
-        "TOKEN_PASS_SECONDS is above 0.",
+        "it off, then run `toolscope runs work`. Under gunicorn that process starts when "
+        "either TOKEN_PASS_SECONDS or RUN_WORKERS is above 0.",
         int,
     ),
     Setting(

@@ -140,8 +140,10 @@ def main() -> int:
     # No API, no pages: the pass needs only the database (~11 MB less).
     config = {"DATABASE_URL": database_url, "TOKEN_PASS_SECONDS": interval}
     app = create_app(config, routes=False)
-    token_pass = TokenPass.for_app(app)  # with the settings of the environment
-    token_pass.start(app)
+    # TOKEN_PASS_SECONDS=0 turns the pass off; the process may still run for the run worker.
+    token_pass = TokenPass.for_app(app) if interval > 0 else None  # the environment's settings
+    if token_pass is not None:
+        token_pass.start(app)
     # The run worker beside the pass: the server's runs are sent from here, so no web worker
     # waits on a model (docs/runs.md, 'The queue and where it runs').
     run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
@@ -151,7 +153,8 @@ def main() -> int:
         time.sleep(PARENT_CHECK_SECONDS)  # so a signal stops it within this time
     if run_worker is not None:
         run_worker.stop()
-    token_pass.stop()
+    if token_pass is not None:
+        token_pass.stop()
     return 0
 
 
