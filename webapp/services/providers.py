@@ -18,6 +18,7 @@ outside any database transaction and outside ``gc_paused``.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import time
@@ -26,7 +27,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anthropic
-import httpx
 import openai
 from flask import current_app
 
@@ -198,12 +198,14 @@ def _in_process(connection: Any, client: Any) -> Any:
     reserved ``.invalid`` domain, resolves nowhere: the run fails with a connection error."""
     if not scripted_host(connection.base_url) or not current_app.config.get("DEV"):
         return client
-    transport = httpx.WSGITransport(app=current_app._get_current_object())
     make = (
         anthropic.DefaultHttpxClient
         if connection.kind == "anthropic"
         else openai.DefaultHttpxClient
     )
+    # The WSGI transport of the HTTP library the SDK is built on (httpx, or a fork of it).
+    library = importlib.import_module(make.__mro__[1].__module__.partition(".")[0])
+    transport = library.WSGITransport(app=current_app._get_current_object())
     return client.with_options(http_client=make(transport=transport, follow_redirects=False))
 
 

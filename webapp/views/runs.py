@@ -131,7 +131,7 @@ def _scripted_connection(name: str | None) -> bool:
 
 
 # The demo's connection (``toolscope demo``): its runs are labelled even before they answer.
-DEMO_CONNECTION = "Scripted model (demo)"
+DEMO_CONNECTION = "scripted-demo"
 
 
 def connection_choices() -> list[model_connections.ConnectionRecord]:
