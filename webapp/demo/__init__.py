@@ -13,6 +13,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from .loader import DemoLoadError, LoadReport, load_demo
+from .runs import CONNECTION, add_demo_runs
+from .runs import CONVERSATION as DEMO_RUNS_CONVERSATION
 
 # `toolscope demo` (run by every `make run`) reloads a demo older than this relative to now.
 REFRESH_AFTER = timedelta(days=1)
@@ -57,6 +59,14 @@ def command(project_slug: str | None, reset: bool, large: bool, keep_times: bool
         )
     except DemoLoadError as exc:
         raise click.ClickException(str(exc)) from exc
+    runs = add_demo_runs(app, slug)
+    if runs.connection_added:
+        click.echo(f"added the model connection {CONNECTION!r} (the scripted demo model, DEV only)")
+    if runs.runs:
+        click.echo(
+            f"queued a run and a fork of {DEMO_RUNS_CONVERSATION} on it: the server's run worker "
+            "sends them when it starts (TOOLSCOPE_DEV=1, as `make run` does)"
+        )
     if report.refreshed_from:
         click.echo(
             f"the demo was loaded {report.refreshed_from:%Y-%m-%d %H:%M} UTC; reloaded relative "

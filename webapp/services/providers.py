@@ -195,9 +195,17 @@ def _in_process(connection: Any, client: Any) -> Any:
     """In DEV mode, a connection to :data:`SCRIPTED_BASE_URL` reaches this app itself through
     an in-process WSGI transport (the SDK, its request and its answer are real; no socket, so
     no host or port to know, wherever the worker runs). Outside DEV the host, under the
-    reserved ``.invalid`` domain, resolves nowhere: the run fails with a connection error."""
-    if not scripted_host(connection.base_url) or not current_app.config.get("DEV"):
+    reserved ``.invalid`` domain, is never looked up: the run fails with a connection error
+    that says so."""
+    if not scripted_host(connection.base_url):
         return client
+    if not current_app.config.get("DEV"):
+        raise ProviderError(
+            None,
+            CONNECTION,
+            "the scripted demo model is served only in DEV mode (TOOLSCOPE_DEV=1); this server "
+            "is not in DEV mode",
+        )
     make = (
         anthropic.DefaultHttpxClient
         if connection.kind == "anthropic"
