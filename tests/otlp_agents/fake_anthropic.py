@@ -10,6 +10,7 @@ Every request body is kept, so a test can compare Toolscope's replay with what t
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,9 @@ from tests.otlp_agents.fake_openai import (
 )
 
 MODEL = "claude-sonnet-4-5"
+# Each server numbers its answers from its own base, so two servers of one test never give the
+# same tool_use or message id (a real API never does: one project's agents do not share ids).
+_BASES = itertools.count(0, 1000)
 
 
 def _is_prompt(message: dict[str, Any]) -> bool:
@@ -158,6 +162,7 @@ class FakeAnthropic:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.base = next(_BASES)
         self._lock = threading.Lock()
         fake = self
 
@@ -169,7 +174,7 @@ class FakeAnthropic:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append({"path": self.path, "body": body})
-                    counter = len(fake.requests)
+                    counter = fake.base + len(fake.requests)
                 if not self.path.split("?")[0].rstrip("/").endswith("/v1/messages"):
                     error = {"type": "not_found_error", "message": f"no route {self.path}"}
                     self._send(404, {"type": "error", "error": error})
