@@ -249,6 +249,9 @@ def test_mcp_links_meet_their_counterpart_only():
     assert not {mcp.counterpart(o) for o in offers} & offers
     assert not {link for link in record_links(server) if link.startswith(mcp.ASK)}
     assert mcp.lock_name(next(iter(asks))) in {mcp.lock_name(o) for o in offers}
+    # Under a wrapper span the MCP span shares its model call's trace: it asks for nothing.
+    wrapped, _ = (normalize_span(s) for s in _mcp2(990, 97, "tool_0", start, parent=5))
+    assert not {link for link in record_links(wrapped) if link.startswith(mcp.ASK)}
 
 
 def test_normalized_mcp_records():

@@ -7,6 +7,12 @@ results: what pydantic-ai or the util-genai handler send) and hands batches of t
 `OTLPSpanExporter.export`, as a `BatchSpanProcessor` would (512 spans at most per export). Every
 run has fresh trace and span ids, so every span is stored and projected.
 
+A second load has the shape of an agent framework (LangGraph with OpenInference): per run an
+AGENT span, CHAIN spans for the graph's nodes, two LLM spans with flattened
+`llm.input_messages.*` / `llm.output_messages.*`, two TOOL spans without call ids (matched to
+the model's calls by name and arguments), and an MCP client span `MCP send tools/call` under
+one of them (docs/otlp-mapping.md, 'MCP calls').
+
 The exporter is not a dependency of the server: `pip install 'toolscope[otlp-bench]'`.
 """
 
@@ -26,6 +32,8 @@ from .server import worker_cpu_seconds
 
 RUNS_PER_EXPORT = 100  # 500 spans: a full SDK batch holds at most 512
 SPANS_PER_RUN = 5
+FRAMEWORK_SPANS_PER_RUN = 9
+FRAMEWORK_RUNS_PER_EXPORT = 512 // FRAMEWORK_SPANS_PER_RUN  # 56 runs, 504 spans
 
 _SYSTEM = {"role": "system", "parts": [{"type": "text", "content": "You answer from reports."}]}
 _USER = {"role": "user", "parts": [{"type": "text", "content": "What was the revenue in Q3?"}]}
@@ -141,6 +149,122 @@ def _run_spans(run: int, now_ns: int, resource: Any, scope: Any) -> list[Any]:
     ]
 
 
+def _flattened(prefix: str, messages: list[dict]) -> dict[str, Any]:
+    """OpenInference's flattened messages (`llm.input_messages.<i>.message.*`)."""
+    out: dict[str, Any] = {}
+    for i, message in enumerate(messages):
+        base = f"{prefix}.{i}.message"
+        out[f"{base}.role"] = message["role"]
+        if message.get("content") is not None:
+            out[f"{base}.content"] = message["content"]
+        if message.get("tool_call_id"):
+            out[f"{base}.tool_call_id"] = message["tool_call_id"]
+        for j, call in enumerate(message.get("tool_calls") or ()):
+            out[f"{base}.tool_calls.{j}.tool_call.id"] = call["id"]
+            out[f"{base}.tool_calls.{j}.tool_call.function.name"] = call["name"]
+            out[f"{base}.tool_calls.{j}.tool_call.function.arguments"] = call["arguments"]
+    return out
+
+
+def _framework_run_spans(run: int, now_ns: int, resource: Any, scope: Any) -> list[Any]:
+    """One LangGraph-like run (9 spans): graph AGENT, node CHAINs, two LLM calls, two TOOL
+    spans without ids, and the MCP client span of one of them."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+    trace_id = random.getrandbits(128) | 1
+    ids = [random.getrandbits(64) | 1 for _ in range(FRAMEWORK_SPANS_PER_RUN)]
+    calls = [
+        {
+            "id": f"call_{random.getrandbits(96):024x}",
+            "name": name,
+            "arguments": json.dumps({"q": f"Q3 {run}.{k}"}),
+        }
+        for k, name in enumerate(("search_reports", "fetch_page"))
+    ]
+    system = {"role": "system", "content": "You answer from reports."}
+    user = {"role": "user", "content": "What was the revenue in Q3?"}
+    asked = {"role": "assistant", "tool_calls": calls}
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": _RESULT} for c in calls]
+    final = {"role": "assistant", "content": "Revenue grew 12% [source1]."}
+
+    def span(
+        index: int,
+        parent: int | None,
+        name: str,
+        start: int,
+        end: int,
+        attrs: dict,
+        kind: Any = SpanKind.INTERNAL,
+    ) -> Any:
+        def context(i: int) -> Any:
+            return SpanContext(trace_id, ids[i], is_remote=False, trace_flags=TraceFlags(1))
+
+        return ReadableSpan(
+            name=name,
+            context=context(index),
+            parent=context(parent) if parent is not None else None,
+            resource=resource,
+            attributes=attrs,
+            kind=kind,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=scope,
+        )
+
+    def llm(index: int, parent: int, start: int, inputs: list, output: dict, tokens: int) -> Any:
+        attrs = {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            "llm.provider": "openai",
+            "llm.token_count.prompt": tokens,
+            "llm.token_count.completion": 40,
+            "session.id": session,
+            **_flattened("llm.input_messages", inputs),
+            **_flattened("llm.output_messages", [output]),
+        }
+        return span(index, parent, "ChatOpenAI", start, start + 400_000_000, attrs)
+
+    def tool(index: int, call: dict, start: int) -> Any:
+        attrs = {
+            "openinference.span.kind": "TOOL",
+            "tool.name": call["name"],
+            "input.value": call["arguments"],
+            "output.value": _RESULT,
+        }
+        return span(index, 3, call["name"], start, start + 50_000_000, attrs)
+
+    session = f"bench-graph-{trace_id:032x}"
+    t = now_ns
+    chain = {"openinference.span.kind": "CHAIN", "metadata": '{"langgraph_node": "agent"}'}
+    mcp = {"mcp.method.name": "tools/call", "jsonrpc.request.id": str(run)}
+    return [
+        span(0, None, "LangGraph", t, t + 1_000_000_000, {"openinference.span.kind": "AGENT"}),
+        span(1, 0, "agent", t + 500, t + 400_500_000, chain),
+        llm(2, 1, t + 1_000, [system, user], asked, 900),
+        span(3, 0, "tools", t + 401_000_000, t + 455_000_000, {"openinference.span.kind": "CHAIN"}),
+        tool(4, calls[0], t + 401_000_000),
+        tool(5, calls[1], t + 402_000_000),
+        span(
+            6,
+            5,
+            "MCP send tools/call fetch_page",
+            t + 402_100_000,
+            t + 451_000_000,
+            mcp,
+            SpanKind.CLIENT,
+        ),
+        span(7, 0, "agent", t + 459_000_000, t + 861_000_000, chain),
+        llm(8, 7, t + 460_000_000, [system, user, asked, *results], final, 1400),
+    ]
+
+
+SHAPES = {
+    "semconv": (_run_spans, RUNS_PER_EXPORT),
+    "framework": (_framework_run_spans, FRAMEWORK_RUNS_PER_EXPORT),
+}
+
+
 def _client(
     base_url: str,
     key: str,
@@ -149,6 +273,7 @@ def _client(
     service: str,
     start: Any,
     out: Any,
+    shape: str = "semconv",
 ) -> None:
     """One client process: export batches for `seconds` after `warm_up`, report the counts."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -165,12 +290,14 @@ def _client(
     result = WorkerResult()  # calls: spans, requests: exports
     run = 0
 
+    make, runs_per_export = SHAPES[shape]
+
     def batch() -> list[Any]:
         nonlocal run
         spans = []
-        for _ in range(RUNS_PER_EXPORT):
+        for _ in range(runs_per_export):
             run += 1
-            spans += _run_spans(run, time.time_ns(), resource, scope)
+            spans += make(run, time.time_ns(), resource, scope)
         return spans
 
     start.wait(START_TIMEOUT_SECONDS)
@@ -198,7 +325,9 @@ def _client(
     out.put(result)
 
 
-def _run_clients(ctx: BenchContext, processes: int, service: str) -> list[WorkerResult]:
+def _run_clients(
+    ctx: BenchContext, processes: int, service: str, shape: str = "semconv"
+) -> list[WorkerResult]:
     assert ctx.server is not None
     mp = multiprocessing.get_context("spawn")
     start, out = mp.Event(), mp.Queue()
@@ -206,7 +335,16 @@ def _run_clients(ctx: BenchContext, processes: int, service: str) -> list[Worker
     workers = [
         mp.Process(
             target=_client,
-            args=(ctx.server.base_url, ctx.server.key, ctx.seconds, warm_up, service, start, out),
+            args=(
+                ctx.server.base_url,
+                ctx.server.key,
+                ctx.seconds,
+                warm_up,
+                service,
+                start,
+                out,
+                shape,
+            ),
             daemon=True,
         )
         for _ in range(processes)
@@ -257,19 +395,35 @@ def otlp_section(ctx: BenchContext) -> list[Figure]:
     if not available():
         ctx.say("  otlp: skipped (pip install 'toolscope[otlp-bench]' for the SDK exporter)")
         return []
+    figures = [_measure(ctx, "semconv")]
+    figures.append(_measure(ctx, "framework"))
+    return figures
+
+
+def _measure(ctx: BenchContext, shape: str) -> Figure:
+    """One load of the section: `semconv` (agent runs in the GenAI conventions) or `framework`
+    (LangGraph-like runs, id-less tool spans and an MCP span)."""
     assert ctx.server is not None
     processes = ctx.load.processes if ctx.load is not None else 2
-    service = f"{ctx.run_id}-otlp"
-    ctx.say("  POST /v1/traces (OTLP protobuf, SDK exporter) ...")
+    name = "otlp" if shape == "semconv" else "otlp-framework"
+    service = f"{ctx.run_id}-{name}"
+    label = "POST /v1/traces (OTLP protobuf, SDK exporter)"
+    if shape == "framework":
+        label += ", LangGraph-like runs with an MCP span"
+    ctx.say(f"  {label} ...")
     cpu_before = worker_cpu_seconds(ctx.server.pid) if ctx.server.pid else {}
-    run = LoadResult.merge("otlp", _run_clients(ctx, processes, service))
+    run = LoadResult.merge(name, _run_clients(ctx, processes, service, shape))
     server_cpu = _cpu_used(cpu_before, ctx.server.pid)
     wall, spans, exports, errors = run.wall_seconds, run.calls, run.requests, run.errors
     client_cpu = run.client_cpu_share
     values: dict[str, Any] = {
         "spans_per_second": round(spans / wall, 1) if wall else 0.0,
         "exports_per_second": round(exports / wall, 2) if wall else 0.0,
-        "spans_per_export": RUNS_PER_EXPORT * SPANS_PER_RUN,
+        "spans_per_export": (
+            RUNS_PER_EXPORT * SPANS_PER_RUN
+            if shape == "semconv"
+            else FRAMEWORK_RUNS_PER_EXPORT * FRAMEWORK_SPANS_PER_RUN
+        ),
         "p50_ms": round(run.percentile_ms(50), 1),
         "p95_ms": round(run.percentile_ms(95), 1),
         "spans": spans,
@@ -299,5 +453,4 @@ def otlp_section(ctx: BenchContext) -> list[Figure]:
             text += f"   STORED {stored:,} < SENT {spans:,}"
     for sample in values["error_samples"]:
         ctx.say(f"    error: {sample}")
-    label = "POST /v1/traces (OTLP protobuf, SDK exporter)"
-    return [Figure("otlp", ctx.target, label, values, text)]
+    return Figure("otlp", ctx.target, label, values, text)

@@ -123,8 +123,9 @@ def lock_name(link: str) -> str:
 
 def mcp_links(record: Record) -> set[str]:
     """A model call offers a link per called tool and minute (the minute of its end and the
-    next); an MCP client span of `tools/call` asks for the one of its start. Both carry the
-    service, since the MCP client runs in the agent that called the model."""
+    next); an MCP client span of `tools/call` that is the root of its trace (no wrapper span
+    puts it in the model call's trace) asks for the one of its start. Both carry the service,
+    since the MCP client runs in the agent that called the model."""
     links: set[str] = set()
     service = record.get("service") or ""
     if record.get("class") == "llm":
@@ -141,6 +142,7 @@ def mcp_links(record: Record) -> set[str]:
         and info.get("side") == "client"
         and info.get("method") == TOOLS_CALL
         and info.get("tool")
+        and not record.get("parent_span_id")  # the root of its own trace: no wrapper span
     ):
         links.add(_link(ASK, service, info["tool"], record["start_ns"] // LINK_BUCKET_NS))
     return links

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Text, bindparam, case, delete, func, literal, select, text, update
+from sqlalchemy import Text, bindparam, case, delete, func, literal, null, select, text, update
 
 from ...db import db
 from ...models import (
@@ -263,6 +263,13 @@ _MEETS = case(
     (_PREFIX == mcp.ASK, literal(mcp.OFFER) + func.substr(LINK.c.link, 3)),
     else_=LINK.c.link,
 )
+# Past the first step, an ask is not followed: an MCP span's model calls are found from it, not
+# the other model calls of its minute from them, so busy services make no chains of minutes.
+_MEETS_ONWARD = case(
+    (_PREFIX == mcp.OFFER, literal(mcp.ASK) + func.substr(LINK.c.link, 3)),
+    (_PREFIX == mcp.ASK, null()),
+    else_=LINK.c.link,
+)
 
 
 def _component(project_id: int, traces: set[str], links: set[str]) -> set[str]:
@@ -280,8 +287,9 @@ def _component(project_id: int, traces: set[str], links: set[str]) -> set[str]:
             )
         )
     frontier = set(component)
+    meets = _MEETS
     while frontier and len(component) < MAX_COMPONENT_TRACES:
-        own_links = select(_MEETS).where(
+        own_links = select(meets).where(
             LINK.c.project_id == project_id, LINK.c.trace_id.in_(sorted(frontier))
         )
         found = set(
@@ -293,6 +301,7 @@ def _component(project_id: int, traces: set[str], links: set[str]) -> set[str]:
         )
         frontier = found - component
         component |= frontier
+        meets = _MEETS_ONWARD
     return component
 
 
