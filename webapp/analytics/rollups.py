@@ -58,6 +58,12 @@ def bucket_start(at: datetime, span: int) -> datetime:
     """The first instant (UTC) of the ``span``-second bucket holding ``at``."""
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
+    elif at.utcoffset():
+        at = at.astimezone(UTC)
+    if span == HOUR:
+        return at.replace(minute=0, second=0, microsecond=0, tzinfo=UTC)
+    if span == DAY:
+        return at.replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=UTC)
     seconds = int((at - _EPOCH).total_seconds() // span) * span
     return _EPOCH + timedelta(seconds=seconds)
 
@@ -93,37 +99,51 @@ class Bins:
     def count(self) -> int:
         return sum(self.pos.values()) + sum(self.neg.values()) + self.zero
 
-    def normalized(self) -> Bins:
-        """Without empty bins (what an equal sketch stores)."""
-        out = Bins()
-        out.pos = {k: c for k, c in self.pos.items() if c}
-        out.neg = {k: c for k, c in self.neg.items() if c}
-        out.zero = self.zero
-        return out
+    # Stored as JSON: {"p": {"<key>": count, ...}, "n": {...}, "z": zeros}, empty parts left
+    # out. Objects, so that a write adds its few bins to the stored document without a
+    # Python loop over all of them (orjson parses and writes the rest).
 
     def encode(self) -> str | None:
-        b = self.normalized()
-        if not b.pos and not b.neg and not b.zero:
-            return None
+        """The stored text (keys sorted: equal sketches, equal texts)."""
         doc: dict[str, Any] = {}
-        if b.pos:
-            doc["p"] = [x for k in sorted(b.pos) for x in (k, b.pos[k])]
-        if b.neg:
-            doc["n"] = [x for k in sorted(b.neg) for x in (k, b.neg[k])]
-        if b.zero:
-            doc["z"] = b.zero
-        return orjson.dumps(doc).decode()
+        for name, bins in (("p", self.pos), ("n", self.neg)):
+            kept = {str(k): c for k, c in bins.items() if c}
+            if kept:
+                doc[name] = kept
+        if self.zero:
+            doc["z"] = self.zero
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode() if doc else None
+
+    def add_to_text(self, text: str | None) -> str | None:
+        """The stored text ``text`` with these counts added (the write path's step)."""
+        if not text:
+            return self.encode()
+        doc = orjson.loads(text)
+        for name, bins in (("p", self.pos), ("n", self.neg)):
+            if not bins:
+                continue
+            stored = doc.setdefault(name, {})
+            for key, count in bins.items():
+                if count:
+                    k = str(key)
+                    total = stored.get(k, 0) + count
+                    if total:
+                        stored[k] = total
+                    else:
+                        del stored[k]
+            if not stored:
+                del doc[name]
+        zero = doc.get("z", 0) + self.zero
+        if zero:
+            doc["z"] = zero
+        else:
+            doc.pop("z", None)
+        return orjson.dumps(doc).decode() if doc else None
 
     @classmethod
     def decode(cls, text: str | None) -> Bins:
         out = cls()
-        if text:
-            doc = orjson.loads(text)
-            for name, target in (("p", out.pos), ("n", out.neg)):
-                flat = doc.get(name) or []
-                for i in range(0, len(flat), 2):
-                    target[flat[i]] = flat[i + 1]
-            out.zero = doc.get("z", 0)
+        out.merge_text(text)
         return out
 
     def merge_text(self, text: str | None) -> None:
@@ -132,12 +152,12 @@ class Bins:
             return
         doc = orjson.loads(text)
         for name, target in (("p", self.pos), ("n", self.neg)):
-            flat = doc.get(name)
-            if flat:
+            stored = doc.get(name)
+            if stored:
                 get = target.get
-                for i in range(0, len(flat), 2):
-                    key = flat[i]
-                    target[key] = get(key, 0) + flat[i + 1]
+                for key, count in stored.items():
+                    k = int(key)
+                    target[k] = get(k, 0) + count
         self.zero += doc.get("z", 0)
 
     def sketch(self) -> DDSketch:
@@ -228,28 +248,42 @@ def duration_of(started: datetime | None, ended: datetime | None) -> float | Non
 def call_part(row: Mapping[str, Any], *, has_response: bool | None = None) -> CallPart:
     """One call's part of its bucket. ``row`` has the columns of CALL_COLUMNS (``response``
     may be left out when ``has_response`` says whether there is one)."""
+    part = CallPart()
+    add_row(part, row, has_response=has_response)
+    return part
+
+
+def add_row(
+    part: CallPart, row: Mapping[str, Any], *, has_response: bool | None = None, sign: int = 1
+) -> None:
+    """Add (``sign`` 1) or take away (-1) one call's part to ``part``, in place: what
+    ``call_part`` returns, without a part per call (the write path's loop)."""
     responded = row["response"] is not None if has_response is None else has_response
-    redactions = row["redactions"] or ()
-    part = CallPart(calls=1, last_at=_utc(row["created_at"]))
+    part.calls += sign
     if row["is_error"]:
-        part.errors = 1
+        part.errors += sign
     if responded:
-        part.responses = 1
-    elif CONTENT_NOT_CAPTURED not in redactions:
-        part.missing = 1
-    if row["response_bytes"] is not None:
-        part.bytes_n = 1
-        part.bytes_sum = int(row["response_bytes"])
+        part.responses += sign
+    elif CONTENT_NOT_CAPTURED not in (row["redactions"] or ()):
+        part.missing += sign
+    size = row["response_bytes"]
+    if size is not None:
+        part.bytes_n += sign
+        part.bytes_sum += sign * int(size)
     tokens = row["response_tokens"]
     if tokens is not None:
-        part.tokens_n = 1
-        part.tokens_sum = int(tokens)
-        part.sizes.add(float(tokens))
-    ms = duration_of(row["started_at"], row["ended_at"])
-    if ms is not None:
-        part.timed = 1
-        part.durations.add(ms)
-    return part
+        part.tokens_n += sign
+        part.tokens_sum += sign * int(tokens)
+        part.sizes.add(float(tokens), sign)
+    started, ended = row["started_at"], row["ended_at"]
+    if started is not None and ended is not None:
+        part.timed += sign
+        part.durations.add((_utc(ended) - _utc(started)).total_seconds() * 1000.0, sign)
+    at = _utc(row["created_at"])
+    if sign < 0:
+        part.removed = True
+    elif part.last_at is None or at > part.last_at:
+        part.last_at = at
 
 
 @dataclass(slots=True)

@@ -21,23 +21,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, event, func, select, tuple_
+from sqlalchemy import bindparam, delete, event, func, select, update
 from sqlalchemy.orm import Session
 
 from ..analytics.rollups import (
+    DAY,
+    HOUR,
     SPANS,
     CallPart,
     UsagePart,
+    add_row,
     bucket_start,
     call_part,
     model_key,
     usage_part,
     usage_time,
 )
-from ..analytics.rollups import Bins as _Bins
 from ..db import db
 from ..models import ModelRollup, ToolRollup
 from ..sql import MESSAGE, SERVICE_CALL, TOOL
@@ -53,6 +55,7 @@ ModelKey = tuple[int, int, datetime, str]  # project, span, bucket, model ('' fo
 
 @dataclass
 class Pending:
+    # By hour only: each hour's delta is added to its day's when written.
     tools: dict[ToolKey, CallPart] = field(default_factory=dict)
     models: dict[ModelKey, UsagePart] = field(default_factory=dict)
 
@@ -68,22 +71,25 @@ def _pending() -> Pending:
 # --- what the write paths say ----------------------------------------------------------------
 
 
+def _hour(tools: dict[ToolKey, CallPart], project_id: int, name: str, at: datetime) -> CallPart:
+    key = (project_id, HOUR, bucket_start(at, HOUR), name)
+    part = tools.get(key)
+    if part is None:
+        tools[key] = part = CallPart()
+    return part
+
+
 def add_call_part(project_id: int, function_name: str, part: CallPart, sign: int = 1) -> None:
     assert part.last_at is not None
-    tools = _pending().tools
-    for span in SPANS:
-        key = (project_id, span, bucket_start(part.last_at, span), function_name)
-        mine = tools.get(key)
-        if mine is None:
-            tools[key] = mine = CallPart()
-        mine.merge(part, sign)
+    _hour(_pending().tools, project_id, function_name, part.last_at).merge(part, sign)
 
 
 def add_calls(project_id: int, rows: Iterable[Mapping[str, Any]], sign: int = 1) -> None:
     """Calls inserted (sign 1) or deleted (-1): rows with the columns of
     ``analytics.rollups.CALL_COLUMNS`` (the project apart)."""
+    tools = _pending().tools
     for row in rows:
-        add_call_part(project_id, row["function_name"], call_part(row), sign)
+        add_row(_hour(tools, project_id, row["function_name"], row["created_at"]), row, sign=sign)
 
 
 def change_call(project_id: int, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -138,11 +144,11 @@ _USAGE_FACTS = (
 
 
 def _subtract_call_rows(rows: Iterable[Any]) -> None:
+    tools = _pending().tools
     for row in rows:
         m = row._mapping
-        add_call_part(
-            m["project_id"], m["function_name"], call_part(m, has_response=m["has_response"]), -1
-        )
+        part = _hour(tools, m["project_id"], m["function_name"], m["created_at"])
+        add_row(part, m, has_response=m["has_response"], sign=-1)
 
 
 def remove_calls_where(*conditions: Any) -> None:
@@ -209,18 +215,53 @@ def flush() -> None:
         _flush_models(pending.models)
 
 
-def _locked(table: Any, key_columns: tuple[Any, ...], keys: list[tuple[Any, ...]]) -> list[Any]:
-    rows: list[Any] = []
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        stmt = (
-            select(table)
-            .where(tuple_(*key_columns).in_(chunk))
-            .order_by(*key_columns)
-            .with_for_update()
+def _lock_statement(table: Any, name: str) -> Any:
+    """The roll-up rows of a project whose span, bucket and name are among those given (a
+    superset of the keys wanted, with expanding parameters: one compiled statement), locked
+    in key order."""
+    c = table.c
+    return (
+        select(table)
+        .where(
+            c.project_id == bindparam("p"),
+            c.span.in_(bindparam("spans", expanding=True)),
+            c.bucket.in_(bindparam("buckets", expanding=True)),
+            c[name].in_(bindparam("names", expanding=True)),
         )
-        rows += db.session.execute(stmt).all()
-    return rows
+        .order_by(c.project_id, c.span, c.bucket, c[name])
+        .with_for_update()
+    )
+
+
+def _update_statement(table: Any, names: tuple[str, ...]) -> Any:
+    return (
+        update(table)
+        .where(table.c.id == bindparam("b_id"))
+        .values({n: bindparam(f"b_{n}") for n in names})
+    )
+
+
+def _locked(statement: Any, name: str, keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], Any]:
+    """The stored rows of ``keys`` (project, span, bucket, name), by key."""
+    wanted = set(keys)
+    by_project: dict[int, list[tuple[Any, ...]]] = {}
+    for key in keys:
+        by_project.setdefault(key[0], []).append(key)
+    out = {}
+    for project_id, items in sorted(by_project.items()):
+        for start in range(0, len(items), _CHUNK):
+            chunk = items[start : start + _CHUNK]
+            params = {
+                "p": project_id,
+                "spans": sorted({k[1] for k in chunk}),
+                "buckets": sorted({k[2] for k in chunk}),
+                "names": sorted({k[3] for k in chunk}),
+            }
+            for row in db.session.execute(statement, params):
+                key = (row.project_id, row.span, _aware(row.bucket), getattr(row, name))
+                if key in wanted:
+                    out[key] = row
+    return out
 
 
 def _newest_call(project_id: int, span: int, bucket: datetime, name: str) -> datetime | None:
@@ -247,14 +288,17 @@ _TOOL_SUMS = (
 )
 
 
-def _flush_tools(deltas: dict[ToolKey, CallPart]) -> None:
+def _flush_tools(hours: dict[ToolKey, CallPart]) -> None:
     t = TOOL_ROLLUP
-    columns = (t.c.project_id, t.c.span, t.c.bucket, t.c.function_name)
+    deltas = dict(hours)
+    for (project_id, _span, hour, name), part in hours.items():
+        key = (project_id, DAY, bucket_start(hour, DAY), name)
+        day = deltas.get(key)
+        if day is None:
+            deltas[key] = day = CallPart()
+        day.merge(part)
     keys = sorted(deltas)
-    stored = {
-        (r.project_id, r.span, _aware(r.bucket), r.function_name): r
-        for r in _locked(t, columns, keys)
-    }
+    stored = _locked(_LOCK_TOOLS, "function_name", keys)
     inserts, updates, gone = [], [], []
     for key in keys:
         delta = deltas[key]
@@ -262,12 +306,8 @@ def _flush_tools(deltas: dict[ToolKey, CallPart]) -> None:
         values: dict[str, Any] = {}
         for name in _TOOL_SUMS:
             values[name] = (getattr(row, name) if row is not None else 0) + getattr(delta, name)
-        durations = _Bins.decode(row.durations) if row is not None else _Bins()
-        durations.merge(delta.durations)
-        sizes = _Bins.decode(row.sizes) if row is not None else _Bins()
-        sizes.merge(delta.sizes)
-        values["durations"] = durations.encode()
-        values["sizes"] = sizes.encode()
+        values["durations"] = delta.durations.add_to_text(row.durations if row else None)
+        values["sizes"] = delta.sizes.add_to_text(row.sizes if row else None)
         last = _aware(row.last_at) if row is not None and row.last_at is not None else None
         if delta.removed:
             last = _newest_call(key[0], key[1], key[2], key[3]) if values["calls"] > 0 else None
@@ -285,7 +325,7 @@ def _flush_tools(deltas: dict[ToolKey, CallPart]) -> None:
             )
         else:
             updates.append({"b_id": row.id, **{f"b_{k}": v for k, v in values.items()}})
-    _write(t, inserts, updates, gone, (*_TOOL_SUMS, "durations", "sizes", "last_at"))
+    _write(t, _UPDATE_TOOLS, inserts, updates, gone)
 
 
 _MODEL_SUMS = (
@@ -300,11 +340,8 @@ _MODEL_SUMS = (
 
 def _flush_models(deltas: dict[ModelKey, UsagePart]) -> None:
     t = MODEL_ROLLUP
-    columns = (t.c.project_id, t.c.span, t.c.bucket, t.c.model)
     keys = sorted(deltas)
-    stored = {
-        (r.project_id, r.span, _aware(r.bucket), r.model): r for r in _locked(t, columns, keys)
-    }
+    stored = _locked(_LOCK_MODELS, "model", keys)
     inserts, updates, gone = [], [], []
     for key in keys:
         delta = deltas[key]
@@ -323,36 +360,35 @@ def _flush_models(deltas: dict[ModelKey, UsagePart]) -> None:
             )
         else:
             updates.append({"b_id": row.id, **{f"b_{k}": v for k, v in values.items()}})
-    _write(t, inserts, updates, gone, _MODEL_SUMS)
+    _write(t, _UPDATE_MODELS, inserts, updates, gone)
+
+
+_LOCK_TOOLS = _lock_statement(TOOL_ROLLUP, "function_name")
+_LOCK_MODELS = _lock_statement(MODEL_ROLLUP, "model")
+_UPDATE_TOOLS = _update_statement(TOOL_ROLLUP, (*_TOOL_SUMS, "durations", "sizes", "last_at"))
+_UPDATE_MODELS = _update_statement(MODEL_ROLLUP, _MODEL_SUMS)
 
 
 def _write(
     table: Any,
+    update_statement: Any,
     inserts: list[dict[str, Any]],
     updates: list[dict[str, Any]],
     gone: list[int],
-    names: tuple[str, ...],
 ) -> None:
-    from sqlalchemy import bindparam, update
-
     if inserts:
         # A concurrent writer that inserted the same bucket first makes this a unique
         # violation, which run_write retries (the row is then found and locked).
         db.session.execute(table.insert(), inserts)
     if updates:
-        stmt = (
-            update(table)
-            .where(table.c.id == bindparam("b_id"))
-            .values({n: bindparam(f"b_{n}") for n in names})
+        db.session.execute(
+            update_statement, updates, execution_options={"synchronize_session": False}
         )
-        db.session.execute(stmt, updates, execution_options={"synchronize_session": False})
     if gone:
         db.session.execute(delete(table).where(table.c.id.in_(sorted(gone))))
 
 
 def _aware(at: datetime) -> datetime:
-    from datetime import UTC
-
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
