@@ -70,6 +70,9 @@ class FakeProviders:
     slow_seconds: float = 5.0
     hold_seconds: float = 30.0
     requests: list[Logged] = field(default_factory=list)
+    # Requests being answered now, and the most at once (a study's concurrency bound).
+    in_flight: int = 0
+    max_in_flight: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -405,6 +408,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self) -> None:
+        fake = self.provider
+        with fake._lock:
+            fake.in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+        try:
+            self._post()
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
+
+    def _post(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:

@@ -799,6 +799,12 @@ class Study(db.Model):
     runs_total: Mapped[int] = mapped_column(Integer, default=0)
     runs_done: Mapped[int] = mapped_column(Integer, default=0)
     runs_failed: Mapped[int] = mapped_column(Integer, default=0)
+    # At most this many of its runs are `running` at once (the run worker's claim checks it);
+    # no run is claimed before `backoff_until` (a provider's 429 backs the study off); why it
+    # stopped early (cancelled, the spending cap reached).
+    concurrency: Mapped[int] = mapped_column(Integer, default=4)
+    backoff_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -34,6 +34,7 @@ from . import (  # noqa: E402,F401  (routes on bp)
     otlp,
     replay,
     runs,
+    studies,
 )
 
 

@@ -31,11 +31,11 @@ from decimal import Decimal
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import and_, case, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 
 from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
-from ..models import Conversation, ModelRun, Project
+from ..models import Conversation, ModelRun, Project, Study
 from ..pricing import PriceOverride, cost_for
 from ..queries.records import ConversationRecord
 from ..replay.edits import EditError, apply_edits, parse_edits
@@ -53,6 +53,7 @@ from .model_connections import ConnectionNotFound, ConnectionUnusable, resolve_c
 from .providers import FormatMismatch, ProviderAnswer, ProviderError, check_format, send
 
 RUN = ModelRun.__table__
+STUDY = Study.__table__
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 FINISHED = ("succeeded", "failed", "cancelled")
 
@@ -65,6 +66,12 @@ MAX_TEMPERATURE = 2.0
 # mid-call on every attempt; a fault of Toolscope's own.
 INTERRUPTED = "interrupted"
 INTERNAL = "internal"
+
+# A study's run rate limited (429) after the SDK's retries is queued again up to this many
+# times, its study backing off BACKOFF_SECONDS times the run's attempts (STUDY_RATE_LIMIT_REQUEUES,
+# STUDY_BACKOFF_SECONDS); then it fails like any run.
+RATE_LIMIT_REQUEUES = 5
+BACKOFF_SECONDS = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,8 @@ class PreparedRun:
     row: dict[str, Any]
     cacheable: bool
     recorded: NextAction | None
+    # The replay's counted tokens (its `estimated_tokens`): what a study's estimate adds up.
+    estimated_tokens: int | None = None
 
 
 def new_run_id() -> str:
@@ -207,7 +216,7 @@ def prepare_run(
         "created_at": now,
     }
     cacheable = spec.temperature == 0 and not spec.fresh
-    return PreparedRun(row, cacheable, recorded)
+    return PreparedRun(row, cacheable, recorded, built.result.stats.get("estimated_tokens"))
 
 
 def _check_sampling(spec: RunSpec) -> None:
@@ -352,16 +361,24 @@ def claim_next(owner: str, lease_seconds: float, now: datetime | None = None) ->
 def _claim(owner: str, lease_seconds: float, now: datetime | None) -> str | None:
     now = now or utcnow()
     pick = (
-        select(RUN.c.id)
-        .where(RUN.c.status == "queued")
+        select(RUN.c.id, RUN.c.study_id)
+        .where(RUN.c.status == "queued", or_(RUN.c.study_id.is_(None), _open_study(now)))
         .order_by(RUN.c.created_at, RUN.c.id)
         .limit(1)
     )
-    if db.session.get_bind().dialect.name == "postgresql":
-        pick = pick.with_for_update(skip_locked=True)
-    run_id = db.session.execute(pick).scalar()
-    if run_id is None:
+    postgresql = db.session.get_bind().dialect.name == "postgresql"
+    if postgresql:
+        pick = pick.with_for_update(of=RUN, skip_locked=True)
+    picked = db.session.execute(pick).first()
+    if picked is None:
         return None
+    run_id, study_id = picked
+    if study_id is not None and postgresql:
+        # Claims of one study's runs wait for each other here, so two servers cannot both
+        # see one slot free: the count is taken again under the study row's lock.
+        db.session.execute(select(STUDY.c.id).where(STUDY.c.id == study_id).with_for_update())
+        if not db.session.execute(select(STUDY.c.id).where(_open_study(now, study_id))).first():
+            return None
     claimed = db.session.execute(
         update(RUN)
         .where(RUN.c.id == run_id, RUN.c.status == "queued")
@@ -375,6 +392,26 @@ def _claim(owner: str, lease_seconds: float, now: datetime | None) -> str | None
         execution_options={"synchronize_session": False},
     )
     return run_id if claimed.rowcount == 1 else None
+
+
+def _open_study(now: datetime, study_id: str | None = None) -> Any:
+    """The run's study (``study_id``: that study) is running, not backed off after a 429, and
+    has fewer runs ``running`` than its concurrency (docs/runs.md, 'Studies')."""
+    inner = RUN.alias("study_run")
+    running = (
+        select(func.count())
+        .select_from(inner)
+        .where(inner.c.study_id == STUDY.c.id, inner.c.status == "running")
+        .scalar_subquery()
+    )
+    open_ = and_(
+        STUDY.c.status == "running",
+        or_(STUDY.c.backoff_until.is_(None), STUDY.c.backoff_until <= now),
+        running < STUDY.c.concurrency,
+    )
+    if study_id is not None:
+        return and_(STUDY.c.id == study_id, open_)
+    return RUN.c.study_id.in_(select(STUDY.c.id).where(open_))
 
 
 def heartbeat(leases: Mapping[str, str], lease_seconds: float) -> int:
@@ -477,6 +514,13 @@ def execute(run_id: str, owner: str) -> Outcome:
         )
         values = _success_values(row, answer, connection.kind, overrides)
     except ProviderError as exc:
+        if exc.kind == "rate_limited" and row["study_id"] is not None:
+            limit = int(config.get("STUDY_RATE_LIMIT_REQUEUES") or RATE_LIMIT_REQUEUES)
+            if row["attempts"] <= limit:
+                backoff = float(config.get("STUDY_BACKOFF_SECONDS") or BACKOFF_SECONDS)
+                args = (run_id, owner, row["study_id"], backoff * row["attempts"], exc.message)
+                if run_write(Write(_back_off, args)):
+                    return Outcome("queued", True)
         return _store_failure(run_id, owner, exc)
     except Exception as exc:  # a fault of ours: the run says so and fails, it is not retried
         log.exception("run %s failed inside Toolscope", run_id)
@@ -487,6 +531,33 @@ def execute(run_id: str, owner: str) -> Outcome:
         return _store_failure(run_id, owner, failure)
     stored = run_write(Write(_finish, (run_id, owner, values)))
     return Outcome("succeeded", stored)
+
+
+def _back_off(run_id: str, owner: str, study_id: str, seconds: float, message: str) -> bool:
+    """A study's run still rate limited after the SDK's retries: queued again (not failed), and
+    its study claims nothing for ``seconds`` (growing with the run's attempts), so a study backs
+    off from the provider instead of failing all its runs."""
+    now = utcnow()
+    result = db.session.execute(
+        update(RUN)
+        .where(RUN.c.id == run_id, RUN.c.status == "running", RUN.c.lease_owner == owner)
+        .values(
+            status="queued",
+            lease_owner=None,
+            lease_until=None,
+            error_status=429,
+            error_kind="rate_limited",
+            error_message=message,
+        ),
+        execution_options={"synchronize_session": False},
+    )
+    db.session.execute(
+        update(STUDY)
+        .where(STUDY.c.id == study_id)
+        .values(backoff_until=now + timedelta(seconds=seconds)),
+        execution_options={"synchronize_session": False},
+    )
+    return result.rowcount == 1
 
 
 def _connection_of(row: Mapping[str, Any]) -> Any:

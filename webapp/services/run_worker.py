@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..db import db
-from . import model_runs
+from . import model_runs, studies
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,7 @@ class RunWorker:
             reaped = model_runs.reap_expired(self.max_attempts)
             if reaped:
                 log.warning("%d run(s) whose worker stopped were queued again or failed", reaped)
+            studies.advance_open()  # a study whose last run was reaped or cancelled by hand
         owner = f"{self.name}/{n}/{secrets.token_hex(3)}"
         run_id = model_runs.claim_next(owner, self.lease_seconds)
         db.session.commit()
@@ -166,6 +167,13 @@ class RunWorker:
             with self._lock:
                 self._leases.pop(run_id, None)
         self.executed += 1
+        study_id = db.session.scalar(
+            model_runs.select(model_runs.RUN.c.study_id).where(model_runs.RUN.c.id == run_id)
+        )
+        if study_id is not None:  # the spending cap, the study's end
+            studies.advance(study_id)
+        else:
+            db.session.commit()
         if not outcome.stored:
             log.warning("run %s was taken from this worker before it finished", run_id)
         return True

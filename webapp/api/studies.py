@@ -1,0 +1,250 @@
+"""Studies over the API: a what-if over many conversations (docs/runs.md, 'Studies').
+
+``POST /studies`` picks the conversations (ids, or the conversation list's filters), prepares
+one run per conversation and variant, estimates tokens and cost, refuses over the spending cap
+(422 with the estimate) and otherwise queues the runs: 202 at once, the run worker sends them
+(``webapp.services.studies``). ``GET /studies/<id>`` gives its status, progress and, when done,
+its report; ``POST /studies/<id>/cancel`` cancels its queued runs. A study is its project's.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from flask import after_this_request, g, jsonify
+from flask_openapi3 import Tag
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+
+from ..analytics.filters import RANGES
+from ..db import utcnow
+from ..errors import ApiError
+from ..ingest.transaction import Write
+from ..queries.conversation_list import MAX_QUERY_CHARS, ListFilters, search_text
+from ..services import model_runs, studies
+from ..services.model_runs import RunInputError
+from ..services.studies import StudyRefused, StudySpec, VariantSpec
+from . import bp
+from .endpoint import endpoint
+from .runs import EditIn, RunCreate, _input_error
+from .schemas import NUL_FREE, WRITE_ERRORS, ShortName, error_responses
+
+TAG = Tag(
+    name="Studies",
+    description="A what-if over many conversations: two variants (replay policies, models, or "
+    "a policy against what the agent did) sent for each, and how often the next action agrees.",
+)
+
+_OPTIONS = tuple(model_runs.OPTION_FIELDS)
+
+
+# Replay options by their replay-API names, checked and documented as a run's (RunCreate's
+# fields), and optionally the variant's own connection and model.
+VariantIn = create_model(
+    "VariantIn",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="Replay options by their replay-API names (defaults as there), and optionally the "
+    "variant's own connection and model (default: the study's).",
+    connection=(ShortName | None, None),
+    model=(ShortName | None, None),
+    **{
+        name: (RunCreate.model_fields[name].annotation, RunCreate.model_fields[name])
+        for name in _OPTIONS
+    },
+)
+
+
+class FiltersIn(BaseModel):
+    """The conversation list's filters (its query arguments, same names)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    q: Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)] | None = Field(
+        default=None, json_schema_extra=NUL_FREE
+    )
+    channel: ShortName | None = None
+    has_errors: bool = False
+    missing_responses: bool = False
+    failed_runs: bool = False
+    range: Literal["1h", "24h", "7d", "30d"] | None = None
+
+
+class StudyCreate(BaseModel):
+    """A study: the conversations, two variants, the connection and model (each variant may
+    name its own), edits applied to every conversation, a spending cap and the concurrency."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    connection: ShortName = Field(description="The model connection's name.")
+    model: ShortName | None = Field(default=None, description="Default: the connection's.")
+    conversations: (
+        Annotated[list[ShortName], Field(min_length=1, max_length=studies.MAX_CONVERSATIONS)]
+        | FiltersIn
+    ) = Field(description="Conversation ids, or the conversation list's filters.")
+    variants: dict[Literal["a", "b"], VariantIn | Literal["recorded"]] = Field(
+        description='{"a": {replay options}, "b": {replay options} or "recorded"}.'
+    )
+    edits: list[EditIn] = Field(default_factory=list, max_length=1000)
+    max_cost_usd: Decimal | None = Field(
+        default=None, ge=0, max_digits=18, decimal_places=9, description="The spending cap."
+    )
+    concurrency: int = Field(default=studies.DEFAULT_CONCURRENCY, ge=1, le=studies.MAX_CONCURRENCY)
+    temperature: float = Field(default=0.0, ge=0, le=model_runs.MAX_TEMPERATURE)
+    max_tokens: int | None = Field(default=None, ge=1, le=model_runs.MAX_OUTPUT_TOKENS)
+
+
+class StudyPath(BaseModel):
+    study_id: str = Field(json_schema_extra=NUL_FREE)
+
+
+class StudyProgressOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    total: int
+    done: int
+    queued: int
+    running: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    cost_usd: str | None
+
+
+class StudyOut(BaseModel):
+    """A study (docs/runs.md, 'Studies')."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    object: Literal["study"]
+    status: Literal["running", "succeeded", "cancelled", "stopped"]
+    message: str | None
+    connection: str | None
+    model: str | None
+    variants: dict[str, Any] | None
+    edits: list[dict[str, Any]]
+    filters: dict[str, Any] | None
+    conversations: int
+    concurrency: int
+    max_cost_usd: str | None
+    estimate: dict[str, Any] | None = Field(
+        description="{conversations, runs, input_tokens, output_tokens, cost_usd, variants}."
+    )
+    progress: StudyProgressOut
+    backoff_until: str | None
+    report: dict[str, Any] | None = Field(
+        description="When done: {compared, agree, differ, categories, variants, differing}."
+    )
+    created_at: str | None
+    finished_at: str | None
+
+
+def _spec(body: StudyCreate) -> StudySpec:
+    variants: dict[str, VariantSpec | str] = {}
+    for name, value in body.variants.items():
+        if isinstance(value, str):
+            variants[name] = value
+            continue
+        given = value.model_fields_set
+        options = {o: getattr(value, o) for o in _OPTIONS if o in given or o == "format"}
+        variants[name] = VariantSpec(options, value.connection, value.model)
+    ids, filters = None, None
+    if isinstance(body.conversations, list):
+        ids = list(body.conversations)
+    else:
+        f = body.conversations
+        filters = ListFilters(
+            q=search_text(f.q),
+            channel=f.channel or None,
+            has_errors=f.has_errors,
+            missing_responses=f.missing_responses,
+            failed_runs=f.failed_runs,
+            range=f.range,
+            since=utcnow() - RANGES[f.range] if f.range else None,
+        )
+    return StudySpec(
+        connection=body.connection,
+        variants=variants,
+        model=body.model,
+        conversation_ids=ids,
+        filters=filters,
+        edits=[edit.model_dump() for edit in body.edits],
+        max_cost_usd=body.max_cost_usd,
+        concurrency=body.concurrency,
+        temperature=body.temperature,
+        max_tokens=body.max_tokens,
+    )
+
+
+@bp.post(
+    "/studies",
+    tags=[TAG],
+    summary="Start a study (queued); refused over its spending cap",
+    responses={202: StudyOut, **error_responses(404), **WRITE_ERRORS},
+)
+@endpoint(write=True, prepares=True)
+def studies_post(body: StudyCreate):
+    """Answers 202 with the study, `running`, and its address in `Location`; poll
+    `GET /studies/{study_id}`. 422 when the estimated cost is over `max_cost_usd` (the
+    estimate is in the error's details) or a variant cannot be used; 404: no such conversation
+    or connection; 409: the connection cannot be used now."""
+    if set(body.variants) != set(studies.VARIANTS):
+        raise ApiError(422, "variants: give exactly 'a' and 'b'", [{"field": "variants"}])
+    try:
+        prepared = studies.prepare_study(g.project.id, _spec(body), now=utcnow())
+    except StudyRefused as exc:
+        raise ApiError(
+            422,
+            exc.message,
+            [{"field": "max_cost_usd", "message": exc.message, "estimate": exc.estimate}],
+        ) from None
+    except RunInputError as exc:
+        raise _input_error(exc) from None
+
+    @after_this_request
+    def wake_worker(response: Any) -> Any:
+        model_runs.notify()
+        return response
+
+    return Write(_store, (prepared,))
+
+
+def _store(prepared: studies.PreparedStudy):
+    row = studies.store_study(prepared)
+    document = studies.document(row, studies.progress(row["id"]))
+    response = jsonify(document)
+    response.status_code = 202
+    response.headers["Location"] = f"/api/v1/studies/{row['id']}"
+    return response
+
+
+@bp.get(
+    "/studies/<study_id>",
+    tags=[TAG],
+    summary="A study: status, progress, and when done its report",
+    responses={200: StudyOut, **error_responses(404, 422)},
+)
+@endpoint()
+def study_get(path: StudyPath):
+    document = studies.study_document(g.project.id, path.study_id)
+    if document is None:
+        raise ApiError(404, "no such study in this project")
+    return jsonify(document)
+
+
+@bp.post(
+    "/studies/<study_id>/cancel",
+    tags=[TAG],
+    summary="Cancel a study: its queued runs are not sent",
+    responses={200: StudyOut, **error_responses(404, 409, 422, 503)},
+)
+@endpoint(write=True)
+def study_cancel_post(path: StudyPath):
+    """Queued runs become `cancelled`; runs already sent finish and are kept (they are paid
+    for); the study ends `cancelled` with a report of what ran. 409 once it has ended."""
+    if not studies.cancel_in_transaction(g.project.id, path.study_id):
+        row = studies.get_study(g.project.id, path.study_id)
+        if row is None:
+            raise ApiError(404, "no such study in this project")
+        raise ApiError(409, f"the study has ended ({row['status']}); nothing to cancel")
+    return jsonify(studies.study_document(g.project.id, path.study_id))
