@@ -31,6 +31,7 @@ def register(app: Flask) -> None:
         runs,
         saved_views,
         settings,
+        studies,
         tools,
     )
     from .conversations.address import AnyIdConverter
@@ -40,6 +41,7 @@ def register(app: Flask) -> None:
     for area in (conversations, calls, replay, tools, costs, saved_views, settings, login, assets):
         app.register_blueprint(area.bp)
     app.register_blueprint(runs.bp)
+    app.register_blueprint(studies.bp)
     # The scripted demo model (DEV only) is called by an SDK: no CSRF token.
     app.register_blueprint(runs.dev_bp)
     app.extensions["csrf"].exempt(runs.dev_bp)
