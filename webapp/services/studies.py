@@ -477,14 +477,14 @@ def make_report(spec: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
     for cid in spec.get("conversations") or list(by_conversation):
         runs = by_conversation.get(cid, {})
         a, b = runs.get("a"), runs.get("b")
-        links = {name: run["id"] for name, run in runs.items()}
+        links = {name: runs[name]["id"] for name in sorted(runs)}
         sides = [a] if recorded else [a, b]
         if any(side is None or side["status"] != "succeeded" for side in sides):
             incomplete.append(
                 {
                     "conversation": cid,
                     "runs": links,
-                    "statuses": {name: run["status"] for name, run in runs.items()},
+                    "statuses": {name: runs[name]["status"] for name in sorted(runs)},
                 }
             )
             continue
