@@ -207,3 +207,60 @@ def test_positions_still_order_records_of_one_request():
     records = [_log("user", "first", 0), _log("assistant", "reply", 1), _log("user", "again", 2)]
     arrived = sorted(reversed(records), key=log_order)
     assert [r["message"]["parts"][0]["content"] for r in arrived] == ["first", "reply", "again"]
+
+
+# --- Text before tool_use ----------------------------------------------------------------------
+
+
+def test_the_text_a_model_sends_before_its_tool_calls_is_replayed_before_them(client, project_key):
+    """docs/otlp-mapping.md, 'User and assistant messages': Claude's "Let me check." before its
+    tool_use is the round's text, and every replay format sends it with the round's calls."""
+    from otlp_support import T0, make_span, traces_json
+
+    said = {"type": "text", "content": "Let me check."}
+    call = {"type": "tool_call", "id": "toolu_1", "name": "get_weather", "arguments": {"c": 1}}
+    asked = [{"role": "user", "parts": [{"type": "text", "content": "Weather?"}]}]
+    first = [{"role": "assistant", "parts": [said, call], "finish_reason": "tool_use"}]
+    result = {"type": "tool_call_response", "id": "toolu_1", "response": "sunny"}
+    history = [*asked, *first, {"role": "user", "parts": [result]}]
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": "Sunny."}]}]
+
+    def chat(span: int, start: int, inputs, outputs):
+        return make_span(
+            1,
+            span,
+            "chat claude",
+            start,
+            start + 10,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(inputs),
+                "gen_ai.output.messages": json.dumps(outputs),
+            },
+        )
+
+    body = traces_json([chat(1, T0, asked, first), chat(2, T0 + 20, history, answer)])
+    headers = {**project_key.headers, "Content-Type": "application/json"}
+    assert client.post("/v1/traces", data=body, headers=headers).status_code == 200
+    (conversation,) = client.get("/api/v1/conversations", headers=project_key.headers).get_json()[
+        "data"
+    ]
+    replays = {
+        fmt: client.get(
+            f"/api/v1/conversations/{conversation['id']}/replay?format={fmt}&freshness=off",
+            headers=project_key.headers,
+        ).get_json()
+        for fmt in ("openai-chat", "openai-responses", "anthropic")
+    }
+    assert all(r["validation"] == [] for r in replays.values())
+    chat_messages = replays["openai-chat"]["payload"]["messages"]
+    assert (chat_messages[1]["content"], chat_messages[1]["tool_calls"][0]["id"]) == (
+        "Let me check.",
+        "toolu_1",
+    )
+    items = replays["openai-responses"]["payload"]["input"]
+    assert items[1] == {"role": "assistant", "content": "Let me check."}
+    assert items[2]["type"] == "function_call"
+    blocks = replays["anthropic"]["payload"]["messages"][1]["content"]
+    assert [b["type"] for b in blocks] == ["text", "tool_use"]
+    assert blocks[0]["text"] == "Let me check."

@@ -362,6 +362,7 @@ def history_as_the_orm_reads_it(conversation_id: int, record) -> tuple[History, 
                         s.output_tokens,
                         s.cached_tokens,
                         s.created_at,
+                        s.content,
                     )
                     for s in usage
                 ),

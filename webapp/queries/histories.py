@@ -665,6 +665,9 @@ def _service_calls(
             ServiceCall.price_source,
             ServiceCall.price_version,
         ]
+    # Last, so the positions above stay: the round's own text, replayed before its calls.
+    columns.append(ServiceCall.content)
+    if with_costs:
         # The costs are listed in (message id, round) order.
         order: tuple[Any, ...] = (ServiceCall.message_id, ServiceCall.round_index)
     else:
@@ -694,7 +697,13 @@ def _service_calls(
          cached_tokens, created_at) = row[:8]  # fmt: skip
         usage[message_id].append(
             _make_service_call(
-                round_index, model, input_tokens, output_tokens, cached_tokens, utc(created_at)
+                round_index,
+                model,
+                input_tokens,
+                output_tokens,
+                cached_tokens,
+                utc(created_at),
+                row[-1],
             )
         )
         if with_costs:

@@ -503,12 +503,22 @@ class _Builder:
                 )
             )
         self.counters["calls_included"] += len(outs)
+        # The text the model returned next to the round's calls, replayed before them.
+        text = next(
+            (s.content for s in m.service_calls if s.round_index == round_index and s.content),
+            "",
+        )
+        if text.strip():
+            tokens += count(text)
+        else:
+            text = ""
         self.units.append(
             Unit(
                 kind="round",
                 pos=pos,
                 message_id=m.external_id,
                 turn=self.turn,
+                text=text,
                 round_index=round_index,
                 calls=outs,
                 tokens=tokens,

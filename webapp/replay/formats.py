@@ -111,7 +111,7 @@ def _openai_chat(units: list[Unit], system: str | None, tools: list[ToolDefiniti
             append(
                 {
                     "role": "assistant",
-                    "content": None,
+                    "content": u.text or None,
                     "tool_calls": [
                         {
                             "id": c.call_id,
@@ -140,6 +140,8 @@ def _openai_responses(units: list[Unit], system: str | None, tools: list[ToolDef
     for u in units:
         kind = u.kind
         if kind == "round":
+            if u.text:
+                append({"role": "assistant", "content": u.text})
             for c in u.calls:
                 append(
                     {
@@ -212,13 +214,16 @@ def _anthropic(
             push(
                 "assistant",
                 [
-                    {
-                        "type": "tool_use",
-                        "id": c.call_id,
-                        "name": c.name,
-                        "input": c.arguments if c.arguments is not None else {},
-                    }
-                    for c in u.calls
+                    *([{"type": "text", "text": u.text}] if u.text else []),
+                    *(
+                        {
+                            "type": "tool_use",
+                            "id": c.call_id,
+                            "name": c.name,
+                            "input": c.arguments if c.arguments is not None else {},
+                        }
+                        for c in u.calls
+                    ),
                 ],
                 u,
             )

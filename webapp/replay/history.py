@@ -50,6 +50,9 @@ class ServiceCall:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     created_at: datetime | None = None
+    # The text the model returned next to this round's tool calls (Claude's "Let me check."),
+    # replayed before them.
+    content: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
