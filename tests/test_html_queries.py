@@ -67,8 +67,8 @@ def test_conversation_page_queries_do_not_grow_with_calls(
     small, _ = count_get(dashboard, count_queries, f"/conversations/{small_id}")
     large, response = count_get(dashboard, count_queries, f"/conversations/{large_id}")
     # Conversation, newest call id, messages, first calls (one window query), usage,
-    # the aggregates for the header (one statement), tools offered.
-    assert small == large == 9 + LOGIN_CHECK
+    # the aggregates for the header (one statement), tools offered, its runs (views.runs).
+    assert small == large == 10 + LOGIN_CHECK
     doc = page(response)
     # Turn fragments and run chunks: constant too.
     next_page = next(
@@ -120,7 +120,7 @@ def test_ten_thousand_calls_open_with_a_small_first_response(
     doc = page(response)
     assert doc.one("#conv-summary").text.split()[4:6] == ["10,000", "tool"]
     assert len(doc.select(".call-card")) <= 90
-    assert queries == 9 + LOGIN_CHECK
+    assert queries == 10 + LOGIN_CHECK  # 9, and the conversation's runs (one statement)
     # So is every lazily loaded page after it.
     url = next(
         n.get("hx-get") for n in doc.select("#timeline .loader") if "cursor=" in n.get("hx-get")
