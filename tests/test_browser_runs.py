@@ -118,3 +118,26 @@ def test_fork_a_call_with_an_edited_result(app, tab, orders, scheme):
     expect(runs.locator("tbody tr")).to_contain_text("1 edit")
     runs.scroll_into_view_if_needed()
     watch.shot(f"runs-conversation-{scheme}", full_page=False)
+
+
+def test_send_both_policies_of_a_comparison(app, tab, orders, scheme):
+    page, watch = tab
+    conversation_id, _ = orders
+    page.goto(
+        f"/conversations/{conversation_id}/replay/compare?a.as_of=turn:2&b.as_of=turn:2"
+        "&b.freshness=off",
+        timeout=60_000,  # two replays built: generous on a loaded machine
+    )
+    box = page.locator(".run-box")
+    box.locator("select[name=connection]").select_option("oa")
+    box.get_by_role("button", name="Send both").click()
+    panels = page.locator("#compare-runs .run-panel")
+    expect(panels).to_have_count(2)
+    assert work(app) == 2
+    expect(panels.nth(0)).to_have_attribute("data-run-status", "succeeded")
+    expect(panels.nth(1)).to_have_attribute("data-run-status", "succeeded")
+    # A leaves the stale lookup out (the model looks again); B keeps it (the model answers).
+    expect(panels.nth(0).locator(".verdict")).to_have_text("Same calls")
+    expect(panels.nth(1).locator(".verdict")).to_have_text("Answered instead of calling")
+    box.scroll_into_view_if_needed()
+    watch.shot(f"runs-compare-both-{scheme}", full_page=False)
