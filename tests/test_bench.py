@@ -258,3 +258,26 @@ def test_the_reads_section_times_every_page_and_twin_cold_and_warm():
     from webapp.bench.sections import SECTIONS
 
     assert not SECTIONS["reads"].by_default
+
+
+def test_the_runs_section_times_runs_and_counts_a_studys_runs(monkeypatch):
+    """`--only runs` tiny: the per-run overhead over a few runs of the 200-call conversation,
+    and a study over a few conversations whose runs are counted (none lost or sent twice)."""
+    import webapp.bench.runs as runs_bench
+
+    monkeypatch.setattr(runs_bench, "RUNS", 3)
+    monkeypatch.setattr(runs_bench, "STUDY_CONVERSATIONS", 4)
+    result = CliRunner().invoke(command, ["--only", "runs", "--json"])
+
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    overhead, study = (f["values"] for f in target["figures"])
+    assert overhead["runs"] == 3 and overhead["calls"] == 200
+    assert overhead["p95_ms"] >= overhead["p50_ms"] > 0
+    assert study["conversations"] == 4 and study["runs"] == 8 == study["succeeded"]
+    assert study["requests"] == 8 and study["max_attempts"] == 1
+    assert study["none_lost_or_twice"] is True
+    assert 1 <= study["max_in_flight"] <= 8
+    from webapp.bench.sections import SECTIONS
+
+    assert not SECTIONS["runs"].by_default

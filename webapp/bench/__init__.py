@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from . import otlp, raw_insert, reads, redaction, replay, search  # noqa: F401  (each registers its section)
+from . import otlp, raw_insert, reads, redaction, replay, runs, search  # noqa: F401  (each registers its section)
 from .load import LoadGenerator
 from .sections import SECTIONS, BenchContext, Figure
 from .server import (
