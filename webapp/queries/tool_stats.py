@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import case, func, or_, select
 
-from ..analytics.rollups import quantile
 from ..db import db
 from ..models import Conversation, Message, ToolInvocation
 from ..sql import after_key, as_int, awaiting_response, duration_ms
@@ -22,7 +21,7 @@ from . import rollups
 T = ToolInvocation
 PERCENTILES = (50, 95)
 # Up to this many calls in the range, percentiles are read exactly from the rows.
-EXACT_PERCENTILES_MAX_CALLS = 20_000
+EXACT_PERCENTILES_MAX_CALLS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +127,9 @@ def tool_stats(
     for name, t in sorted(totals.items(), key=lambda item: (-item[1].calls, item[0])):
         if approximate:
             p: dict[str, float | int] = {"timed": t.timed}
+            sketch = t.durations.sketch() if t.durations.count > 0 else None
             for q in PERCENTILES:
-                value = quantile(t.durations, q / 100)
+                value = sketch.get_quantile_value(q / 100) if sketch is not None else None
                 if value is not None:
                     p[f"p{q}"] = round(value, 1)
         else:
