@@ -200,6 +200,7 @@ def test_a_fork_from_a_call_edits_its_result_and_the_run_page_shows_the_edit(
     fields = {
         "as_of": as_of,
         "persistence": form.select("input[name=persistence]")[0].get("value"),
+        "trim_trailing": form.select("input[name=trim_trailing]")[0].get("value"),
         "edit_call": CALL_ID,
         "edit_action": "fail_call",
         "edit_content": "ERROR: the order service timed out",

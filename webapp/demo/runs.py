@@ -98,6 +98,8 @@ def _fork(conversation: Any) -> model_runs.RunSpec | None:
                     options={
                         "as_of": done.isoformat(),
                         "persistence": "per-service-call",
+                        # Its result is the payload's last part: trailing, kept.
+                        "trim_trailing": False,
                     },
                     edits=[{"type": "fail_call", "call_id": c.external_id, "message": FAILURE}],
                 )

@@ -293,9 +293,9 @@ class ForkCall:
 @gc_paused()
 def fork_get(conversation_id: int, fmt: str):
     """The "what if…" form: from a call (``call=<row id>``: the replay cut right after its
-    result, rounds kept per service call, so the model's next action is the agent's next
-    round) or a turn (``turn=<n>``: the replay at the start of turn n, any earlier call
-    editable)."""
+    result, rounds kept per service call and trailing results kept, so the edited result is
+    what the model reads last and its next action is the agent's next round) or a turn
+    (``turn=<n>``: the replay at the start of turn n, any earlier call editable)."""
     conversation = _conversation(conversation_id)
     loaded = replay_answer.load(conversation)
     history = loaded.history
