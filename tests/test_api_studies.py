@@ -145,7 +145,7 @@ def test_the_conversation_lists_filters_pick_the_conversations(app, client, orde
     none = post_study(
         client, orders, conversations={"q": "nothing-like-it"}, variants={"a": STALE, "b": FRESH}
     )
-    refused(none, 422, "filters match no conversation")
+    refused(none, 404, "filters match no conversation")
 
 
 def test_refused_over_the_cap_before_anything_starts(app, client, orders, fake):
@@ -289,7 +289,7 @@ def test_studies_are_the_projects_and_their_input_is_checked(
         404,
         "no such conversation",
     )
-    refused(post_study(client, orders, variants={"a": "recorded", "b": STALE}), 422, "only b")
+    refused(post_study(client, orders, variants={"a": "recorded", "b": STALE}), 422, "variants")
     refused(post_study(client, orders, variants={"a": STALE}), 422, "variants")
     refused(
         post_study(client, orders, variants={"a": {"as_of": "turn:9"}, "b": "recorded"}),

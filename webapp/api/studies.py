@@ -69,6 +69,15 @@ class FiltersIn(BaseModel):
     range: Literal["1h", "24h", "7d", "30d"] | None = None
 
 
+class VariantsIn(BaseModel):
+    """Variant a is sent; b is sent too, or is what the agent recorded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: VariantIn  # type: ignore[valid-type]
+    b: VariantIn | Literal["recorded"]  # type: ignore[valid-type]
+
+
 class StudyCreate(BaseModel):
     """A study: the conversations, two variants, the connection and model (each variant may
     name its own), edits applied to every conversation, a spending cap and the concurrency."""
@@ -81,12 +90,12 @@ class StudyCreate(BaseModel):
         Annotated[list[ShortName], Field(min_length=1, max_length=studies.MAX_CONVERSATIONS)]
         | FiltersIn
     ) = Field(description="Conversation ids, or the conversation list's filters.")
-    variants: dict[Literal["a", "b"], VariantIn | Literal["recorded"]] = Field(
+    variants: VariantsIn = Field(
         description='{"a": {replay options}, "b": {replay options} or "recorded"}.'
     )
     edits: list[EditIn] = Field(default_factory=list, max_length=1000)
-    max_cost_usd: Decimal | None = Field(
-        default=None, ge=0, max_digits=18, decimal_places=9, description="The spending cap."
+    max_cost_usd: float | None = Field(
+        default=None, ge=0, le=1e9, description="The spending cap, in USD."
     )
     concurrency: int = Field(default=studies.DEFAULT_CONCURRENCY, ge=1, le=studies.MAX_CONCURRENCY)
     temperature: float = Field(default=0.0, ge=0, le=model_runs.MAX_TEMPERATURE)
@@ -141,7 +150,8 @@ class StudyOut(BaseModel):
 
 def _spec(body: StudyCreate) -> StudySpec:
     variants: dict[str, VariantSpec | str] = {}
-    for name, value in body.variants.items():
+    for name in studies.VARIANTS:
+        value = getattr(body.variants, name)
         if isinstance(value, str):
             variants[name] = value
             continue
@@ -169,7 +179,7 @@ def _spec(body: StudyCreate) -> StudySpec:
         conversation_ids=ids,
         filters=filters,
         edits=[edit.model_dump() for edit in body.edits],
-        max_cost_usd=body.max_cost_usd,
+        max_cost_usd=None if body.max_cost_usd is None else Decimal(str(body.max_cost_usd)),
         concurrency=body.concurrency,
         temperature=body.temperature,
         max_tokens=body.max_tokens,
@@ -188,8 +198,6 @@ def studies_post(body: StudyCreate):
     `GET /studies/{study_id}`. 422 when the estimated cost is over `max_cost_usd` (the
     estimate is in the error's details) or a variant cannot be used; 404: no such conversation
     or connection; 409: the connection cannot be used now."""
-    if set(body.variants) != set(studies.VARIANTS):
-        raise ApiError(422, "variants: give exactly 'a' and 'b'", [{"field": "variants"}])
     try:
         prepared = studies.prepare_study(g.project.id, _spec(body), now=utcnow())
     except StudyRefused as exc:

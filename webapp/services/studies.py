@@ -135,7 +135,7 @@ def _conversations(project_id: int, spec: StudySpec) -> list[Any]:
     )
     row_ids = list(db.session.scalars(stmt))
     if not row_ids:
-        raise RunInputError("conversations", "the filters match no conversation")
+        raise RunInputError("conversations", "the filters match no conversation", 404)
     if len(row_ids) > MAX_CONVERSATIONS:
         raise RunInputError(
             "conversations", f"the filters match more than {MAX_CONVERSATIONS} conversations"
