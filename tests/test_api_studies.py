@@ -10,12 +10,16 @@ from decimal import Decimal
 
 import pytest
 from fake_providers import FakeProviders
+from hypothesis import given
+from hypothesis import strategies as st
 from runs_support import RUN_CONFIG, connect_fake, fake_server, orders_conversation, work
 
 from webapp.api.studies import StudyOut
 from webapp.db import db
 from webapp.models import ModelRun, Project
+from webapp.replay.next_action import NextAction, compare
 from webapp.services.run_worker import RunWorker
+from webapp.services.studies import make_report
 
 CIDS = ("orders-1", "orders-2", "orders-3", "orders-4")
 # At turn 2 the first lookup's result is an hour old: with the default freshness it is left out
@@ -306,3 +310,59 @@ def test_studies_are_the_projects_and_their_input_is_checked(
         422,
         "concurrency",
     )
+
+
+ACTIONS = st.sampled_from(
+    [
+        {"kind": "calls", "text": None, "calls": [{"name": "f", "arguments": {"x": 1}}]},
+        {"kind": "calls", "text": None, "calls": [{"name": "f", "arguments": {"x": 2}}]},
+        {"kind": "calls", "text": None, "calls": [{"name": "g", "arguments": {}}]},
+        {"kind": "answer", "text": "yes", "calls": []},
+        {"kind": "answer", "text": "no", "calls": []},
+        {"kind": "empty", "text": None, "calls": []},
+    ]
+)
+STATUS = st.sampled_from(["succeeded", "succeeded", "failed", "cancelled"])
+
+
+@given(st.lists(st.tuples(ACTIONS, ACTIONS, STATUS, STATUS), max_size=12))
+def test_the_report_adds_up(pairs):
+    """Every conversation is compared or not; the categories add up to the compared ones, the
+    agreeing ones are exactly those whose actions compare equal, each differing one is listed
+    with both runs."""
+    rows, cids = [], []
+    for n, (a, b, status_a, status_b) in enumerate(pairs):
+        cid = f"c{n}"
+        cids.append(cid)
+        for variant, action, status in (("a", a, status_a), ("b", b, status_b)):
+            rows.append(
+                {
+                    "id": f"run_{cid}{variant}",
+                    "conversation": cid,
+                    "variant": variant,
+                    "status": status,
+                    "next_action": action,
+                    "comparison": None,
+                    "input_tokens": 3,
+                    "output_tokens": 1,
+                    "cost_usd": Decimal("0.5"),
+                    "error_kind": None,
+                }
+            )
+    report = make_report({"conversations": cids, "variants": {"a": {}, "b": {}}}, rows)
+    assert report["compared"] + report["not_compared"] == len(pairs) == report["conversations"]
+    assert sum(c["count"] for c in report["categories"]) == report["compared"]
+    assert report["agree"] + report["differ"] == report["compared"]
+    assert len(report["differing"]) == report["differ"]
+    both = [(a, b) for a, b, sa, sb in pairs if sa == sb == "succeeded"]
+    assert report["agree"] == sum(
+        1
+        for a, b in both
+        if compare(NextAction.from_json(b), NextAction.from_json(a)).category
+        in ("same_calls", "same_answer")
+    )
+    for differing in report["differing"]:
+        assert set(differing["runs"]) == {"a", "b"}
+    if pairs:
+        assert report["variants"]["a"]["runs"] == len(pairs)
+        assert Decimal(report["variants"]["b"]["cost_usd"]) == Decimal("0.5") * len(pairs)
