@@ -15,18 +15,14 @@ export and keeps it), and the agent in its family's virtualenv or under Node. Th
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
-import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.otlp_agents.capture import Captured, RecordingProxy, split_newest_first
 from tests.otlp_agents.fake_openai import (
     FINAL_TEXT,
     FOLLOW_UP_PROMPT,
@@ -37,8 +33,6 @@ from tests.otlp_agents.fake_openai import (
     USAGE_THIRD,
 )
 from tests.otlp_agents.tools import USER_PROMPT
-from tests.otlp_support import logs_json, logs_protobuf, traces_json, traces_protobuf
-from webapp.ingest.otlp import json_reader, protobuf_reader
 
 AGENTS = Path(__file__).parent / "otlp_agents"
 AGENT_TIMEOUT = 240
@@ -50,102 +44,6 @@ USAGES = [
 
 
 # --- The recording proxy ------------------------------------------------------------------
-
-
-@dataclass
-class Captured:
-    path: str
-    content_type: str
-    body: bytes  # decompressed
-
-
-class RecordingProxy:
-    """Forwards OTLP/HTTP exports to `target`, keeping each one (Node sends them chunked)."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target.rstrip("/")
-        self.requests: list[Captured] = []
-        self._lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip(), 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return data
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def do_POST(self) -> None:
-                body = self._body()
-                encoding = (self.headers.get("Content-Encoding") or "").lower()
-                plain = gzip.decompress(body) if encoding == "gzip" else body
-                content_type = self.headers.get("Content-Type") or ""
-                with proxy._lock:
-                    proxy.requests.append(Captured(self.path, content_type, plain))
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower()
-                    not in ("host", "content-length", "connection", "transfer-encoding")
-                }
-                forward = urllib.request.Request(
-                    proxy.target + self.path, data=body, method="POST", headers=headers
-                )
-                try:
-                    with urllib.request.urlopen(forward, timeout=60) as answer:
-                        status, data = answer.status, answer.read()
-                        answer_type = answer.headers.get("Content-Type") or ""
-                except urllib.error.HTTPError as error:
-                    status, data = error.code, error.read()
-                    answer_type = error.headers.get("Content-Type") or ""
-                self.send_response(status)
-                self.send_header("Content-Type", answer_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> RecordingProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def split_newest_first(captured: list[Captured]) -> list[tuple[str, str, bytes]]:
-    """(path, content type, body): one request per span or log record of the captured exports,
-    newest first (by start or record time), in the encoding each came in."""
-    items: list[tuple[int, str, str, bytes]] = []
-    for request in captured:
-        signal = request.path.rstrip("/").rsplit("/", 1)[-1]
-        is_json = "json" in request.content_type
-        reader = json_reader if is_json else protobuf_reader
-        if signal == "traces":
-            encode = traces_json if is_json else traces_protobuf
-            for span in reader.decode_traces(request.body).spans:
-                items.append((span.start_ns, request.path, request.content_type, encode([span])))
-        elif signal == "logs":
-            encode = logs_json if is_json else logs_protobuf
-            for log in reader.decode_logs(request.body).logs:
-                items.append((log.time_ns, request.path, request.content_type, encode([log])))
-    items.sort(key=lambda item: item[0], reverse=True)
-    return [(path, content_type, body) for _, path, content_type, body in items]
 
 
 def resend_newest_first(client, key, captured: list[Captured], times: int = 2) -> int:

@@ -11,6 +11,7 @@ fresh project must end in the same state as the producer's own batching.
 
 from __future__ import annotations
 
+import gzip
 import threading
 import urllib.error
 import urllib.request
@@ -51,12 +52,8 @@ class RecordingProxy:
 
             def do_POST(self) -> None:
                 body = self._body()
-                if self.headers.get("Content-Encoding") == "gzip":
-                    import gzip
-
-                    plain = gzip.decompress(body)
-                else:
-                    plain = body
+                encoding = (self.headers.get("Content-Encoding") or "").lower()
+                plain = gzip.decompress(body) if encoding == "gzip" else body
                 content_type = self.headers.get("Content-Type") or ""
                 with proxy._lock:
                     proxy.requests.append(Captured(self.path, content_type, plain))
