@@ -7,13 +7,9 @@ a `pg_dump` of the PostgreSQL database (docs/otlp-mapping.md, 'Redaction before 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from api_support import native_call, raw_rows
 
 from tests.otlp_support import (
@@ -26,7 +22,7 @@ from tests.otlp_support import (
     traces_json,
     traces_protobuf,
 )
-from webapp.db import db
+from tests.stored_bytes import database_bytes
 from webapp.ingest.otlp.records import LogRecord, Span
 
 # Found by the `api_key` detector (an OpenAI-shaped key): the only rule is `mask: [api_key]`.
@@ -390,40 +386,6 @@ def _native_writes(client, headers) -> None:
     assert response.status_code == 201, response.data
 
 
-def _database_bytes(app) -> bytes:
-    """The database as stored: the SQLite file and its WAL, or a pg_dump."""
-    url = sa.engine.make_url(app.config["DATABASE_URL"])
-    with app.app_context():
-        db.session.remove()
-        if url.get_backend_name() == "sqlite":
-            with db.engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.engine.dispose()
-            path = Path(url.database)
-            files = [path, path.with_name(path.name + "-wal")]
-            return b"".join(f.read_bytes() for f in files if f.exists())
-        db.engine.dispose()
-    if shutil.which("pg_dump") is None:
-        pytest.skip("pg_dump is not installed")
-    dump = subprocess.run(
-        [
-            "pg_dump",
-            "--host",
-            url.host or "127.0.0.1",
-            "--port",
-            str(url.port or 5432),
-            "--username",
-            url.username or "postgres",
-            "--no-password",
-            url.database,
-        ],
-        capture_output=True,
-        check=True,
-        timeout=120,
-    )
-    return dump.stdout
-
-
 def test_one_secret_in_every_place_reaches_neither_database_file(app, client, project_key, masked):
     _export(client, project_key, "traces", traces_protobuf(_spans(1)), "application/x-protobuf")
     _export(client, project_key, "logs", logs_protobuf(_logs(1)), "application/x-protobuf")
@@ -438,7 +400,7 @@ def test_one_secret_in_every_place_reaches_neither_database_file(app, client, pr
     assert "user prompt: my key is [REDACTED:api_key]" in users
     assert "native user prompt: my key is [REDACTED:api_key]" in users
 
-    stored = _database_bytes(app)
+    stored = database_bytes(app)
     assert SECRET.encode() not in stored
     assert URL_PASSWORD.encode() not in stored
     # Each place's text was stored, masked: none was left out to keep the secret away.

@@ -8,15 +8,12 @@ file nor in a pg_dump of the PostgreSQL database."""
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from dashboard_support import HTMX, csrf_token, log_in
 from fake_model_server import fake_model_server
 
+from tests.stored_bytes import database_bytes
 from webapp.cli import main
 from webapp.db import db
 from webapp.services import model_connections as mc
@@ -29,40 +26,6 @@ PAGE_HEADER = "hdr-LEAKCHECK-page-9d1e4c"
 CLI_KEY = "sk-LEAKCHECK-cli-3f6b8d0a2e"
 CLI_HEADER = "hdr-LEAKCHECK-cli-7a2c5e"
 SECRETS = (API_KEY, API_HEADER, PAGE_KEY, PAGE_HEADER, CLI_KEY, CLI_HEADER)
-
-
-def _database_bytes(app) -> bytes:
-    """The database as stored: the SQLite file and its WAL, or a pg_dump."""
-    url = sa.engine.make_url(app.config["DATABASE_URL"])
-    with app.app_context():
-        db.session.remove()
-        if url.get_backend_name() == "sqlite":
-            with db.engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            db.engine.dispose()
-            path = Path(url.database)
-            files = [path, path.with_name(path.name + "-wal")]
-            return b"".join(f.read_bytes() for f in files if f.exists())
-        db.engine.dispose()
-    if shutil.which("pg_dump") is None:
-        pytest.skip("pg_dump is not installed")
-    dump = subprocess.run(
-        [
-            "pg_dump",
-            "--host",
-            url.host or "127.0.0.1",
-            "--port",
-            str(url.port or 5432),
-            "--username",
-            url.username or "postgres",
-            "--no-password",
-            url.database,
-        ],
-        capture_output=True,
-        check=True,
-        timeout=120,
-    )
-    return dump.stdout
 
 
 def _assert_clean(where: str, text: str) -> None:
@@ -195,7 +158,7 @@ def test_no_secret_reaches_an_answer_a_log_or_the_database(
     out, err = capfd.readouterr()
     _assert_clean("stdout/stderr", out + err)
 
-    stored = _database_bytes(app)
+    stored = database_bytes(app)
     assert b"via-page" in stored and b"gAAAAA" in stored  # the rows, with their Fernet tokens
     for secret in SECRETS:
         assert secret.encode() not in stored, f"{secret} is in the database as stored"
