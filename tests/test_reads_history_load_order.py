@@ -104,7 +104,7 @@ def test_service_calls_come_in_round_order(app) -> None:
 def test_the_loaders_positional_maker_makes_the_same_frozen_rows(cls: type) -> None:
     values = {
         ToolCall: (1, "c", "f", {"q": 1}, 0, 2, at(1), "r", at(2), True, False, '{"q":1}'),
-        ServiceCall: (3, "m", 1, 2, None, at(3)),
+        ServiceCall: (3, "m", 1, 2, None, at(3), "Let me check."),
         Message: (4, "m", "assistant", "hi", at(4), "failed", "gpt", (), (), True),
     }[cls]
     made = positional_maker(cls)(*values)

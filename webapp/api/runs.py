@@ -270,12 +270,15 @@ def runs_post(path: ConversationPath, body: RunCreate):
     except RunInputError as exc:
         raise _input_error(exc) from None
 
-    @after_this_request
-    def wake_worker(response: Any) -> Any:  # after the commit: a worker here starts at once
-        model_runs.notify()
-        return response
-
+    after_this_request(wake_worker)  # after the commit: a worker in this process starts at once
     return Write(_store_run_answer, (prepared, conversation.external_id))
+
+
+def wake_worker(response: Any) -> Any:
+    """Tell this process's run worker (`toolscope serve`) that runs were queued; a module
+    function, not a closure, as a prepare view's steps are (tests/test_ingest_write_steps.py)."""
+    model_runs.notify()
+    return response
 
 
 def _store_run_answer(prepared: model_runs.PreparedRun, conversation_external_id: str):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from flask import after_this_request, g, jsonify
 from flask_openapi3 import Tag
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
 
 from ..analytics.filters import RANGES
 from ..db import utcnow
@@ -26,8 +26,8 @@ from ..services.model_runs import RunInputError
 from ..services.studies import StudyRefused, StudySpec, VariantSpec
 from . import bp
 from .endpoint import endpoint
-from .runs import EditIn, RunCreate, _input_error
-from .schemas import NUL_FREE, WRITE_ERRORS, ShortName, error_responses
+from .runs import EditIn, RunCreate, _input_error, wake_worker
+from .schemas import NUL_FREE, WRITE_ERRORS, ShortName, _no_nul, error_responses
 
 TAG = Tag(
     name="Studies",
@@ -59,9 +59,9 @@ class FiltersIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    q: Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)] | None = Field(
-        default=None, json_schema_extra=NUL_FREE
-    )
+    q: Annotated[
+        str, StringConstraints(max_length=MAX_QUERY_CHARS), AfterValidator(_no_nul)
+    ] | None = Field(default=None, json_schema_extra=NUL_FREE)
     channel: ShortName | None = None
     has_errors: bool = False
     missing_responses: bool = False
@@ -209,11 +209,7 @@ def studies_post(body: StudyCreate):
     except RunInputError as exc:
         raise _input_error(exc) from None
 
-    @after_this_request
-    def wake_worker(response: Any) -> Any:
-        model_runs.notify()
-        return response
-
+    after_this_request(wake_worker)
     return Write(_store, (prepared,))
 
 
