@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,3 +293,40 @@ def check_two_turns(run: FrameworkRun, client, key) -> None:
         sent = normalized_openai(last["messages"])
     assert replayed[-1] == ("assistant", FOLLOW_UP_TEXT), replayed[-1]
     assert replayed[:-1] == sent, (replayed, sent)
+
+
+def run_and_check(
+    runs: list[FrameworkRun],
+    fakes: list[Any],
+    *,
+    endpoint: str,
+    client,
+    project_key,
+    resend_key: Callable[[str], Any],
+    workers: int = 3,
+    also: Callable[[FrameworkRun], None] | None = None,
+) -> None:
+    """Run the agents side by side (their fake model servers are closed afterwards), then for
+    each run: `also(run)` if given, `check_two_turns`, and item 4: its capture sent one item per
+    request, newest first, twice, to a project of its own (`resend_key(label)`) ends in the same
+    state. Every run's failure is reported, not only the first one's."""
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda run: run_agent(run, endpoint, project_key.key), runs))
+    finally:
+        for fake in fakes:
+            fake.__exit__(None, None, None)
+
+    failures = []
+    for run in runs:
+        try:
+            if also is not None:
+                also(run)
+            check_two_turns(run, client, project_key)
+            resend = resend_key(f"resend-{run.label}")
+            resend_newest_first(client, resend, run.captured)
+            expected = end_state(client, project_key, run.service)
+            assert end_state(client, resend, run.service) == expected
+        except AssertionError as exc:
+            failures.append(f"{run.label}: {exc!r}"[:3000])
+    assert not failures, "\n".join(failures)

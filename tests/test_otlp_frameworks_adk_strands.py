@@ -18,8 +18,6 @@ The families' virtualenvs: tests/otlp_agents/families/adk.txt and strands.txt.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from conftest import add_project_key
 
@@ -28,10 +26,7 @@ from tests.otlp_agents.venvs import family_python
 from tests.otlp_frameworks_support import (
     AGENTS,
     FrameworkRun,
-    check_two_turns,
-    end_state,
-    resend_newest_first,
-    run_agent,
+    run_and_check,
 )
 
 LATEST = {"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}
@@ -69,22 +64,12 @@ def test_adk_and_strands_agents_come_out_whole(pythons, app, live_server, client
         )
         for (label, family, script, wire, env, conversation), fake in zip(RUNS, fakes, strict=True)
     ]
-    try:
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            list(pool.map(lambda run: run_agent(run, live_server, project_key.key), runs))
-    finally:
-        for fake in fakes:
-            fake.__exit__(None, None, None)
-
-    failures = []
-    for run in runs:
-        try:
-            check_two_turns(run, client, project_key)
-            # Item 4: one item per request, newest first, twice, to a project of its own.
-            resend = add_project_key(app, f"resend-{run.label}")
-            resend_newest_first(client, resend, run.captured)
-            expected = end_state(client, project_key, run.service)
-            assert end_state(client, resend, run.service) == expected
-        except AssertionError as exc:
-            failures.append(f"{run.label}: {exc!r}"[:3000])
-    assert not failures, "\n".join(failures)
+    run_and_check(
+        runs,
+        fakes,
+        endpoint=live_server,
+        client=client,
+        project_key=project_key,
+        resend_key=lambda label: add_project_key(app, label),
+        workers=3,
+    )

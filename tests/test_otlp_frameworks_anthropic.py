@@ -10,8 +10,6 @@ The family's virtualenv: tests/otlp_agents/families/anthropic.txt (venvs.family_
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 from conftest import add_project_key
 
@@ -20,10 +18,7 @@ from tests.otlp_agents.venvs import family_python
 from tests.otlp_frameworks_support import (
     AGENTS,
     FrameworkRun,
-    check_two_turns,
-    end_state,
-    resend_newest_first,
-    run_agent,
+    run_and_check,
 )
 
 CONTENT = {"ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE": "content"}
@@ -66,22 +61,12 @@ def test_anthropic_sdk_with_and_without_instrumentations_comes_out_whole(
         )
         for (label, arguments, wire, env, conversation), fake in zip(RUNS, fakes, strict=True)
     ]
-    try:
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            list(pool.map(lambda run: run_agent(run, live_server, project_key.key), runs))
-    finally:
-        for fake in fakes:
-            fake.__exit__(None, None, None)
-
-    failures = []
-    for run in runs:
-        try:
-            check_two_turns(run, client, project_key)
-            # Item 4: one item per request, newest first, twice, to a project of its own.
-            resend = add_project_key(app, f"resend-{run.label}")
-            resend_newest_first(client, resend, run.captured)
-            expected = end_state(client, project_key, run.service)
-            assert end_state(client, resend, run.service) == expected
-        except AssertionError as exc:
-            failures.append(f"{run.label}: {exc!r}"[:3000])
-    assert not failures, "\n".join(failures)
+    run_and_check(
+        runs,
+        fakes,
+        endpoint=live_server,
+        client=client,
+        project_key=project_key,
+        resend_key=lambda label: add_project_key(app, label),
+        workers=3,
+    )

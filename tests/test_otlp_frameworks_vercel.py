@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,7 @@ from tests.otlp_agents.venvs import unavailable
 from tests.otlp_frameworks_support import (
     AGENTS,
     FrameworkRun,
-    check_two_turns,
-    end_state,
-    resend_newest_first,
-    run_agent,
+    run_and_check,
 )
 
 VERCEL = AGENTS / "node" / "vercel"
@@ -84,24 +80,18 @@ def test_vercel_ai_sdk_agents_come_out_whole(vercel_agent, app, live_server, cli
                 cwd=VERCEL,
             )
         )
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(lambda run: run_agent(run, live_server, project_key.key), runs))
-    finally:
-        for fake in fakes:
-            fake.__exit__(None, None, None)
 
-    failures = []
-    for run in runs:
-        try:
-            wires = {"json" if "json" in c.content_type else "protobuf" for c in run.captured}
-            assert wires == {run.wire}, wires
-            check_two_turns(run, client, project_key)
-            # Item 4: one item per request, newest first, twice, to a project of its own.
-            resend = add_project_key(app, f"resend-{run.label}")
-            resend_newest_first(client, resend, run.captured)
-            expected = end_state(client, project_key, run.service)
-            assert end_state(client, resend, run.service) == expected
-        except AssertionError as exc:
-            failures.append(f"{run.label}: {exc!r}"[:3000])
-    assert not failures, "\n".join(failures)
+    def exported_its_wire(run: FrameworkRun) -> None:
+        wires = {"json" if "json" in c.content_type else "protobuf" for c in run.captured}
+        assert wires == {run.wire}, wires
+
+    run_and_check(
+        runs,
+        fakes,
+        endpoint=live_server,
+        client=client,
+        project_key=project_key,
+        resend_key=lambda label: add_project_key(app, label),
+        workers=2,
+        also=exported_its_wire,
+    )
