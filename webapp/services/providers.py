@@ -4,8 +4,10 @@ answer back (docs/runs.md, 'Runs').
 Only the SDKs talk to a provider (``openai.OpenAI`` for the ``openai`` kind: Chat Completions
 and Responses, at any OpenAI-compatible base URL; ``anthropic.Anthropic`` for Messages), with an
 explicit timeout and the SDK's own retries (429 and 5xx answers, dropped connections). The
-answer is the provider's JSON as it came (the body of ``with_raw_response``), so what a run
-stores is what the provider said, not what this SDK version's types kept of it.
+body, already in the API's shape, goes through the client's ``post`` at the format's path
+rather than ``create``, which would first re-type it (:func:`_call` says why). The answer is
+the provider's JSON as it came (the raw HTTP answer), so what a run stores is what the
+provider said, not what this SDK version's types kept of it.
 
 Every failure is a :class:`ProviderError` with the HTTP status when there was one, a ``kind``
 and a message for people (the provider's own message when it gave one: "context too long" says
@@ -19,7 +21,6 @@ outside any database transaction and outside ``gc_paused``.
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import time
 from dataclasses import dataclass
@@ -160,30 +161,42 @@ def send(
 def _call(
     connection: Any, fmt: str, body: dict[str, Any], *, timeout: float, max_retries: int
 ) -> Any:
-    """The SDK's raw HTTP answer (``httpx.Response``) of ``create(**body)``; status errors,
-    timeouts and connection errors are raised by the SDK after its retries."""
+    """The SDK's raw HTTP answer (``httpx.Response``) to ``body`` POSTed at the format's path;
+    status errors, timeouts and connection errors are raised by the SDK after its retries."""
     # The connection's SDK client (``openai.OpenAI`` / ``anthropic.Anthropic`` with the
     # timeout, the retries, the key and headers, redirects not followed).
     client = make_client(connection, timeout=timeout, max_retries=max_retries)
     client = _in_process(connection, client)
-    if connection.kind == "anthropic":
-        resource = client.messages
-    elif fmt == "openai-responses":
-        resource = client.responses
-    else:
-        resource = client.chat.completions
-    # A body key this SDK version's `create` does not name (a parameter it dropped, such as
-    # `temperature` in recent anthropic SDKs, or one a gateway takes) goes as `extra_body`: the
-    # JSON sent is the body, key for key, either way.
-    named = inspect.signature(resource.create).parameters
-    known = {k: v for k, v in body.items() if k in named}
-    extra = {k: v for k, v in body.items() if k not in named}
+    path, options = _ENDPOINTS[fmt]
     with client:
-        try:
-            raw = resource.with_raw_response.create(**known, extra_body=extra or None)
-        except TypeError as exc:  # a body the SDK's signature does not take: our bug, said so
-            raise ProviderError(None, BAD_REQUEST, f"the request was not sent: {exc}") from None
-        return raw.http_response
+        # The client's own `post` (the SDKs' documented way to send a body they need not
+        # type), not `create`: the body is already the API's JSON, and `openai`'s `create`
+        # walks it through its TypedDicts first (`maybe_transform`: ~9,300 calls, 200+ ms for
+        # a 200-call conversation's messages, most of a run's time; docs/benchmark.md,
+        # 'Runs and studies') only to send the same JSON. Everything else `create` does is
+        # the client's and stays: auth headers, the idempotency key kept across retries, the
+        # retries with their back-off, the timeout, the status errors. `cast_to` the HTTP
+        # library's Response: the answer as it came, parsed by `parse_answer`.
+        return client.post(
+            path, body=body, cast_to=_http_library(connection.kind).Response, options=options
+        )
+
+
+# Each format's path under the base URL and the request options its `create` gives
+# (`openai`: the key as a bearer token, not an admin key; Anthropic's `messages.create`
+# passes only tracing names besides the timeout, which the client already has).
+_ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "openai-chat": ("/chat/completions", {"security": {"bearer_auth": True}}),
+    "openai-responses": ("/responses", {"security": {"bearer_auth": True}}),
+    "anthropic": ("/v1/messages", {}),
+}
+
+
+def _http_library(kind: str) -> Any:
+    """The HTTP library the connection kind's SDK is built on (httpx, or a fork of it): the
+    module of the class its ``DefaultHttpxClient`` extends."""
+    make = anthropic.DefaultHttpxClient if kind == "anthropic" else openai.DefaultHttpxClient
+    return importlib.import_module(make.__mro__[1].__module__.partition(".")[0])
 
 
 def scripted_host(base_url: str) -> bool:
@@ -211,9 +224,7 @@ def _in_process(connection: Any, client: Any) -> Any:
         if connection.kind == "anthropic"
         else openai.DefaultHttpxClient
     )
-    # The WSGI transport of the HTTP library the SDK is built on (httpx, or a fork of it).
-    library = importlib.import_module(make.__mro__[1].__module__.partition(".")[0])
-    transport = library.WSGITransport(app=current_app._get_current_object())
+    transport = _http_library(connection.kind).WSGITransport(app=current_app._get_current_object())
     return client.with_options(http_client=make(transport=transport, follow_redirects=False))
 
 
