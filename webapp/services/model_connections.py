@@ -18,9 +18,12 @@ listed, checked when the connection is made and again whenever it is used.
 from __future__ import annotations
 
 import base64
+import functools
+import importlib
 import json
 import os
 import re
+import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -471,7 +474,9 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
             default_headers=resolved.headers or None,
             timeout=timeout,
             max_retries=max_retries,
-            http_client=openai.DefaultHttpxClient(follow_redirects=False),
+            http_client=openai.DefaultHttpxClient(
+                follow_redirects=False, verify=_tls_context(openai.DefaultHttpxClient)
+            ),
         )
         for attribute in ("organization", "project", "admin_api_key", "webhook_secret"):
             if getattr(client, attribute, None) is not None:
@@ -485,7 +490,9 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
             default_headers=resolved.headers or None,
             timeout=timeout,
             max_retries=max_retries,
-            http_client=anthropic.DefaultHttpxClient(follow_redirects=False),
+            http_client=anthropic.DefaultHttpxClient(
+                follow_redirects=False, verify=_tls_context(anthropic.DefaultHttpxClient)
+            ),
         )
         for attribute in ("auth_token", "webhook_key"):
             if getattr(client, attribute, None) is not None:
@@ -499,6 +506,17 @@ def make_client(resolved: ResolvedConnection, *, timeout: float, max_retries: in
     if getattr(client, "_custom_headers", None) != dict(resolved.headers):
         client._custom_headers = dict(resolved.headers)
     return client
+
+
+@functools.cache
+def _tls_context(client_class: type) -> ssl.SSLContext:
+    """The TLS context that ``client_class`` (an SDK's ``DefaultHttpxClient``) would make for
+    itself (its HTTP library's default: the system's trust store, or SSL_CERT_FILE), made
+    once per process and shared: making it reads the whole CA bundle, tens of ms that every
+    run's new client paid again (docs/benchmark.md, 'Runs and studies'). A context is safe
+    to share between clients and threads; the connections themselves are not shared."""
+    library = importlib.import_module(client_class.__mro__[1].__module__.partition(".")[0])
+    return library.create_ssl_context()
 
 
 def scrub(text: str, resolved: ResolvedConnection) -> str:
