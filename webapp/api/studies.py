@@ -20,6 +20,7 @@ from ..analytics.filters import RANGES
 from ..db import utcnow
 from ..errors import ApiError
 from ..ingest.transaction import Write
+from ..queries import call_explorer, call_selection
 from ..queries.conversation_list import MAX_QUERY_CHARS, ListFilters, search_text
 from ..services import model_runs, studies
 from ..services.model_runs import RunInputError
@@ -69,6 +70,40 @@ class FiltersIn(BaseModel):
     range: Literal["1h", "24h", "7d", "30d"] | None = None
 
 
+_CallQuery = Annotated[
+    str, StringConstraints(max_length=call_explorer.MAX_QUERY_CHARS), AfterValidator(_no_nul)
+]
+_Count = Annotated[int, Field(ge=0, le=2**53)]
+
+
+class CallsFiltersIn(BaseModel):
+    """The calls explorer's filters (its query arguments, same names and meaning; no sort)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    q: _CallQuery | None = Field(default=None, json_schema_extra=NUL_FREE)
+    tool: ShortName | None = None
+    status: Literal[call_explorer.STATUSES] | None = None  # type: ignore[valid-type]
+    channel: ShortName | None = None
+    min_ms: _Count | None = None
+    max_ms: _Count | None = None
+    min_bytes: _Count | None = None
+    max_bytes: _Count | None = None
+    from_: ShortName | None = Field(
+        default=None, alias="from", description="A date (2026-03-10) or an ISO 8601 time."
+    )
+    to: ShortName | None = Field(default=None, description="A day given as `to` includes it.")
+    range: Literal["1h", "24h", "7d", "30d"] | None = None
+
+
+class CallsSelectionIn(BaseModel):
+    """The conversations holding at least one call that matches the calls explorer's filters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: CallsFiltersIn
+
+
 class VariantsIn(BaseModel):
     """Variant a is sent; b is sent too, or is what the agent recorded."""
 
@@ -89,7 +124,11 @@ class StudyCreate(BaseModel):
     conversations: (
         Annotated[list[ShortName], Field(min_length=1, max_length=studies.MAX_CONVERSATIONS)]
         | FiltersIn
-    ) = Field(description="Conversation ids, or the conversation list's filters.")
+        | CallsSelectionIn
+    ) = Field(
+        description="Conversation ids, the conversation list's filters, or "
+        '{"calls": {the calls explorer\'s filters}}: the conversations holding a matching call.'
+    )
     variants: VariantsIn = Field(
         description='{"a": {replay options}, "b": {replay options} or "recorded"}.'
     )
@@ -133,6 +172,9 @@ class StudyOut(BaseModel):
     variants: dict[str, Any] | None
     edits: list[dict[str, Any]]
     filters: dict[str, Any] | None
+    calls: dict[str, Any] | None = Field(
+        default=None, description="The calls explorer's filters that picked the conversations."
+    )
     conversations: int
     concurrency: int
     max_cost_usd: str | None
@@ -158,9 +200,15 @@ def _spec(body: StudyCreate) -> StudySpec:
         given = value.model_fields_set
         options = {o: getattr(value, o) for o in _OPTIONS if o in given or o == "format"}
         variants[name] = VariantSpec(options, value.connection, value.model)
-    ids, filters = None, None
+    ids, filters, calls = None, None, None
     if isinstance(body.conversations, list):
         ids = list(body.conversations)
+    elif isinstance(body.conversations, CallsSelectionIn):
+        values = body.conversations.calls.model_dump(by_alias=True, exclude_none=True)
+        try:
+            calls = call_selection.selection_filters(values, utcnow())
+        except call_selection.FilterError as exc:
+            raise RunInputError(f"conversations.calls.{exc.field}", exc.message) from None
     else:
         f = body.conversations
         filters = ListFilters(
@@ -178,6 +226,7 @@ def _spec(body: StudyCreate) -> StudySpec:
         model=body.model,
         conversation_ids=ids,
         filters=filters,
+        calls=calls,
         edits=[edit.model_dump() for edit in body.edits],
         max_cost_usd=None if body.max_cost_usd is None else Decimal(str(body.max_cost_usd)),
         concurrency=body.concurrency,
@@ -199,7 +248,8 @@ def studies_post(body: StudyCreate):
     estimate is in the error's details) or a variant cannot be used; 404: no such conversation
     or connection; 409: the connection cannot be used now."""
     try:
-        prepared = studies.prepare_study(g.project.id, _spec(body), now=utcnow())
+        spec = _spec(body)
+        prepared = studies.prepare_study(g.project.id, spec, now=utcnow())
     except StudyRefused as exc:
         raise ApiError(
             422,

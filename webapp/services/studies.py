@@ -34,11 +34,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import func, select, update
 
 from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
 from ..models import Conversation, ModelRun, Project, Study
+from ..queries import call_selection
+from ..queries.call_explorer import CallFilters
 from ..queries.conversation_list import ListFilters, filter_conditions
 from ..queries.conversations import find_conversations
 from ..replay.next_action import LABELS, NextAction, compare
@@ -83,6 +86,8 @@ class StudySpec:
     model: str | None = None
     conversation_ids: Sequence[str] | None = None
     filters: ListFilters | None = None
+    # Or the conversations holding calls that match the calls explorer's filters.
+    calls: CallFilters | None = None
     edits: Sequence[Any] | None = None
     max_cost_usd: Decimal | None = None
     concurrency: int = DEFAULT_CONCURRENCY
@@ -126,14 +131,23 @@ def _conversations(project_id: int, spec: StudySpec) -> list[Any]:
             )
         by_id = {r.id: r for r in find_conversations(project_id, list(found.values()))}
         return [by_id[found[cid]] for cid in wanted]
-    filters = spec.filters or ListFilters()
-    stmt = (
-        select(c.id)
-        .where(*filter_conditions(project_id, filters))
-        .order_by(c.updated_at.desc(), c.id.desc())
-        .limit(MAX_CONVERSATIONS + 1)
-    )
-    row_ids = list(db.session.scalars(stmt))
+    if spec.calls is not None:
+        row_ids = call_selection.conversation_ids(
+            project_id,
+            spec.calls,
+            now=utcnow(),
+            token_cap=current_app.config["REPLAY_RESULT_TOKEN_CAP"],
+            limit=MAX_CONVERSATIONS + 1,
+        )
+    else:
+        filters = spec.filters or ListFilters()
+        stmt = (
+            select(c.id)
+            .where(*filter_conditions(project_id, filters))
+            .order_by(c.updated_at.desc(), c.id.desc())
+            .limit(MAX_CONVERSATIONS + 1)
+        )
+        row_ids = list(db.session.scalars(stmt))
     if not row_ids:
         raise RunInputError("conversations", "the filters match no conversation", 404)
     if len(row_ids) > MAX_CONVERSATIONS:
@@ -259,6 +273,7 @@ def prepare_study(
             "model": spec.model,
             "conversations": [c.external_id for c in conversations],
             "filters": spec.filters.query_args() if spec.filters is not None else None,
+            "calls": call_selection.selection_args(spec.calls) if spec.calls is not None else None,
             "variants": variants_json,
             "edits": [dict(e) for e in (spec.edits or [])],
             "temperature": spec.temperature,
@@ -559,6 +574,7 @@ def document(row: Mapping[str, Any], counts: Mapping[str, Any] | None = None) ->
         "variants": spec.get("variants"),
         "edits": spec.get("edits", []),
         "filters": spec.get("filters"),
+        "calls": spec.get("calls"),
         "conversations": len(spec.get("conversations") or []),
         "concurrency": row["concurrency"],
         "max_cost_usd": _money(row["max_cost_usd"]),
