@@ -260,6 +260,27 @@ def test_the_reads_section_times_every_page_and_twin_cold_and_warm():
     assert not SECTIONS["reads"].by_default
 
 
+def test_the_reads_growth_table_marks_each_pages_targets_between_two_runs():
+    """`python -m webapp.bench.reads SMALL.json LARGE.json`: per page, the growth of warm p50
+    and the issue's targets (at 1M: warm ≤ 300 ms, cold ≤ 1 s; growth ≤ x2) met or missed."""
+    from webapp.bench.reads import growth_table
+
+    def run(calls, pages):
+        figures = [
+            {"section": "reads", "label": label,
+             "values": {"calls": calls, "warm_p50_ms": warm, "cold_p50_ms": cold}}
+            for label, (warm, cold) in pages.items()
+        ]  # fmt: skip
+        return {"targets": [{"name": "sqlite", "figures": figures}]}
+
+    small = run(100_000, {"/calls": (50.0, 100.0), "/tools": (100.0, 200.0)})
+    large = run(1_000_000, {"/calls": (90.0, 400.0), "/tools": (350.0, 1500.0)})
+    table = growth_table(small, large)
+
+    assert "| /calls | 50.0 | 90.0 | 400.0 | x1.8 | x4.0 | warm ✅ cold ✅ growth ✅ |" in table
+    assert "| /tools | 100.0 | 350.0 | 1500.0 | x3.5 | x7.5 | warm ❌ cold ❌ growth ❌ |" in table
+
+
 def test_the_runs_section_times_runs_and_counts_a_studys_runs(monkeypatch):
     """`--only runs` tiny: the per-run overhead over a few runs of the 200-call conversation,
     and a study over a few conversations whose runs are counted (none lost or sent twice)."""

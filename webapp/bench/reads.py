@@ -24,6 +24,7 @@ cannot drop them), ``warm`` the same request again on the same connection. p50/p
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
@@ -48,6 +49,9 @@ DAYS = 7
 BATCH = 10_000
 COLD_RUNS = 3
 WARM_RUNS = 9
+# A page slower than this in all gets fewer runs (at least one cold and one warm; the figure
+# says how many): at 1M calls a page of 30 s would otherwise take its 13 runs, 7 minutes.
+PAGE_SECONDS = 60.0
 TARGET_WARM_MS = 300.0
 TARGET_COLD_MS = 1000.0
 
@@ -507,11 +511,18 @@ def reads_section(ctx: BenchContext) -> list[Figure]:
         with app.app_context():
             client = _client(app, project_id)
             db.session.remove()
+            begun = time.perf_counter()
             for _ in range(COLD_RUNS):
                 db.engine.dispose()
                 cold.append(_timed(client, url))
+                if time.perf_counter() - begun > PAGE_SECONDS / 2:
+                    break
             _timed(client, url)
-            warm = [_timed(client, url) for _ in range(WARM_RUNS)]
+            warm = []
+            while len(warm) < WARM_RUNS and (
+                not warm or time.perf_counter() - begun < PAGE_SECONDS
+            ):
+                warm.append(_timed(client, url))
             db.session.remove()
         values = {
             "cold_p50_ms": round(statistics.median(cold), 1),
@@ -520,6 +531,8 @@ def reads_section(ctx: BenchContext) -> list[Figure]:
             "warm_p95_ms": round(_p95(warm), 1),
             "calls": n,
             "url": url,
+            "runs": [len(cold), len(warm)],
+            "load_average_1m": round(os.getloadavg()[0], 2),
         }
         over = []
         if values["warm_p50_ms"] > TARGET_WARM_MS:
@@ -536,3 +549,63 @@ def reads_section(ctx: BenchContext) -> list[Figure]:
     with app.app_context():
         db.engine.dispose()
     return figures
+
+
+# -- growth: two runs' figures side by side ------------------------------------------------------
+
+
+def _figures(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (target["name"], figure["label"]): figure["values"]
+        for target in report["targets"]
+        for figure in target["figures"]
+        if figure["section"] == "reads"
+    }
+
+
+def _met(ok: bool) -> str:
+    return "✅" if ok else "❌"
+
+
+def growth_table(small: dict[str, Any], large: dict[str, Any]) -> str:
+    """A Markdown table of two `--only reads --json` runs (e.g. 100,000 and 1,000,000 calls):
+    per target and page, warm and cold p50 of each, the growth (large / small) and the issue's
+    targets met or missed: warm ≤ 300 ms and cold ≤ 1 s (≤ 1 s warm from 5,000,000 calls on),
+    growth ≤ x2 (warm p50)."""
+    a, b = _figures(small), _figures(large)
+    lines = []
+    for target in dict.fromkeys(name for name, _ in b):
+        rows = [(label, a.get((t, label)), v) for (t, label), v in b.items() if t == target]
+        n_small = next((s["calls"] for _, s, _ in rows if s), None)
+        n_large = rows[0][2]["calls"]
+        lines += [
+            f"**{target}**, {n_small or 0:,} → {n_large:,} calls (p50 ms; growth = large / small)",
+            "",
+            f"| page | {n_small or 0:,} warm | {n_large:,} warm | {n_large:,} cold "
+            "| growth warm | growth cold | targets |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        warm_target = TARGET_COLD_MS if n_large >= 5_000_000 else TARGET_WARM_MS
+        for label, s, v in rows:
+            marks = [f"warm {_met(v['warm_p50_ms'] <= warm_target)}"]
+            if n_large < 5_000_000:
+                marks.append(f"cold {_met(v['cold_p50_ms'] <= TARGET_COLD_MS)}")
+            grow_warm = grow_cold = "-"
+            if s:
+                g = v["warm_p50_ms"] / s["warm_p50_ms"]
+                grow_warm = f"x{g:.1f}"
+                grow_cold = f"x{v['cold_p50_ms'] / s['cold_p50_ms']:.1f}"
+                marks.append(f"growth {_met(g <= 2)}")
+            lines.append(
+                f"| {label} | {s['warm_p50_ms'] if s else '-'} | {v['warm_p50_ms']} "
+                f"| {v['cold_p50_ms']} | {grow_warm} | {grow_cold} | {' '.join(marks)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m webapp.bench.reads SMALL.json LARGE.json
+    import sys
+
+    with open(sys.argv[1]) as first, open(sys.argv[2]) as second:
+        print(growth_table(json.load(first), json.load(second)))
