@@ -11,6 +11,12 @@ export and keeps it), and the agent in its family's virtualenv or under Node. Th
 - `end_state` and `resend_newest_first`: item 4, the same capture sent one span or log record
   per request, newest first, twice, to another project ends in the same state (token counts of
   arguments and results excluded: the background pass fills them later).
+
+Item 4 runs on one database per family (`resends_on`), SQLite for some families and PostgreSQL
+for the others, so that real captures are re-sent to both: each one-item request re-projects the
+conversation it grows, the dearest part of these tests after the agents themselves, and the
+order and batching rules it checks live in the projection, which is the same code on both
+databases. The producer's own batching, the end state and the replay are checked on both.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from conftest import add_project_key
 
 from tests.otlp_agents.capture import Captured, RecordingProxy, split_newest_first
 from tests.otlp_agents.fake_openai import (
@@ -46,6 +54,13 @@ USAGES = [
 
 
 # --- The recording proxy ------------------------------------------------------------------
+
+
+def resends_on(app, database: str) -> bool:
+    """Whether this test's `app` runs on `database` ("sqlite" or "postgresql"), the one its
+    family's item 4 runs on."""
+    assert database in ("sqlite", "postgresql"), database  # a typo must not skip item 4
+    return app.config["DATABASE_URL"].startswith(database)
 
 
 def resend_newest_first(client, key, captured: list[Captured], times: int = 2) -> int:
@@ -302,14 +317,17 @@ def run_and_check(
     endpoint: str,
     client,
     project_key,
-    resend_key: Callable[[str], Any],
+    app,
+    resend_on: str,
     workers: int = 3,
     also: Callable[[FrameworkRun], None] | None = None,
 ) -> None:
     """Run the agents side by side (their fake model servers are closed afterwards), then for
-    each run: `also(run)` if given, `check_two_turns`, and item 4: its capture sent one item per
-    request, newest first, twice, to a project of its own (`resend_key(label)`) ends in the same
-    state. Every run's failure is reported, not only the first one's."""
+    each run: `also(run)` if given, `check_two_turns`, and, when `app` runs on `resend_on` (the
+    family's database for item 4, `resends_on`), item 4: its capture sent one item per request,
+    newest first, twice, to a project of its own ends in the same state. Every run's failure is
+    reported, not only the first one's."""
+    resend = resends_on(app, resend_on)
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(lambda run: run_agent(run, endpoint, project_key.key), runs))
@@ -323,10 +341,12 @@ def run_and_check(
             if also is not None:
                 also(run)
             check_two_turns(run, client, project_key)
-            resend = resend_key(f"resend-{run.label}")
-            resend_newest_first(client, resend, run.captured)
+            if not resend:
+                continue
+            resend_key = add_project_key(app, f"resend-{run.label}")
+            resend_newest_first(client, resend_key, run.captured)
             expected = end_state(client, project_key, run.service)
-            assert end_state(client, resend, run.service) == expected
+            assert end_state(client, resend_key, run.service) == expected
         except AssertionError as exc:
             failures.append(f"{run.label}: {exc!r}"[:3000])
     assert not failures, "\n".join(failures)

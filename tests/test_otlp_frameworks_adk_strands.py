@@ -12,14 +12,14 @@ against the fake OpenAI server, exported over OTLP/HTTP to a live Toolscope:
   blocks, no conversation id (the second run carries the first's calls in its history).
 
 Each run is the framework scenario of OTLP_FRAMEWORKS.md and must come out whole; then the same
-capture, one span or log record per request, newest first and twice, must end in the same state.
+capture, one span or log record per request, newest first and twice, must end in the same state
+(on SQLite: item 4 runs on one database per family, tests/otlp_frameworks_support.py).
 The families' virtualenvs: tests/otlp_agents/families/adk.txt and strands.txt.
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import add_project_key
 
 from tests.otlp_agents.fake_openai import FakeOpenAI
 from tests.otlp_agents.venvs import family_python
@@ -70,6 +70,7 @@ def test_adk_and_strands_agents_come_out_whole(pythons, app, live_server, client
         endpoint=live_server,
         client=client,
         project_key=project_key,
-        resend_key=lambda label: add_project_key(app, label),
+        app=app,
+        resend_on="sqlite",  # item 4 (tests/otlp_frameworks_support.py, resends_on)
         workers=3,
     )

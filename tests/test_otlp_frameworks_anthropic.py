@@ -3,7 +3,8 @@ OpenInference's Anthropic instrumentation installed beside it, against the fake 
 (streamed and not), exported over OTLP/HTTP (protobuf and JSON) to a live Toolscope. Each run is
 the framework scenario of OTLP_FRAMEWORKS.md, and must come out whole: one model call is one
 round whoever reports it (docs/otlp-mapping.md, 'One model call, one round'). Then the same
-capture, one span per request, newest first and twice, must end in the same state.
+capture, one span per request, newest first and twice, must end in the same state (on SQLite:
+item 4 runs on one database per family, tests/otlp_frameworks_support.py).
 
 The family's virtualenv: tests/otlp_agents/families/anthropic.txt (venvs.family_python).
 """
@@ -11,7 +12,6 @@ The family's virtualenv: tests/otlp_agents/families/anthropic.txt (venvs.family_
 from __future__ import annotations
 
 import pytest
-from conftest import add_project_key
 
 from tests.otlp_agents.fake_anthropic import FakeAnthropic
 from tests.otlp_agents.venvs import family_python
@@ -67,6 +67,7 @@ def test_anthropic_sdk_with_and_without_instrumentations_comes_out_whole(
         endpoint=live_server,
         client=client,
         project_key=project_key,
-        resend_key=lambda label: add_project_key(app, label),
+        app=app,
+        resend_on="sqlite",  # item 4 (tests/otlp_frameworks_support.py, resends_on)
         workers=3,
     )

@@ -5,7 +5,8 @@ the Node SDK's OTLP/HTTP exporters in JSON and protobuf to a live Toolscope. Eac
 framework scenario of OTLP_FRAMEWORKS.md and must come out whole
 (docs/otlp-mapping.md, 'The Vercel AI SDK'), with the session id from `ai.telemetry.metadata`
 when the agent sets one; then the same capture, one span per request, newest first and twice,
-must end in the same state.
+must end in the same state (on PostgreSQL: item 4 runs on one database per family,
+tests/otlp_frameworks_support.py).
 
 The agent: tests/otlp_agents/node/vercel (package-lock.json pinned, `npm ci`).
 """
@@ -18,7 +19,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import add_project_key
 from shared_setup import one_at_a_time
 
 from tests.otlp_agents.fake_openai import FakeOpenAI
@@ -91,7 +91,8 @@ def test_vercel_ai_sdk_agents_come_out_whole(vercel_agent, app, live_server, cli
         endpoint=live_server,
         client=client,
         project_key=project_key,
-        resend_key=lambda label: add_project_key(app, label),
+        app=app,
+        resend_on="postgresql",  # item 4 (tests/otlp_frameworks_support.py, resends_on)
         workers=2,
         also=exported_its_wire,
     )
