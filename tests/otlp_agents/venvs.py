@@ -1,11 +1,17 @@
 """One virtualenv per producer family (issue 21): the frameworks' pins conflict with each other
 and with the producers of `requirements.txt` (openai-agents wants openai 3, the instrumentations
-there pin openai 2), so each family gets `.venv-otlp-<name>/` at the repository root, built from
-`tests/otlp_agents/families/<name>.txt` (pinned requirements) and reused while that file's hash
-is unchanged.
+there pin openai 2), so each family gets a virtualenv of its own, built from
+`tests/otlp_agents/families/<name>.txt` (pinned requirements).
+
+The virtualenvs live outside the work tree, in `~/.cache/toolscope-test/` (or
+`$TOOLSCOPE_TEST_VENVS`), named after the family and the hash of its pinned file and of the
+Python version: a fresh clone on the same machine (CI's, every run) finds them built instead of
+installing the eight families again (about 1.5 GB, crewai alone a GB; minutes of `pip install`
+inside the suite's time). A changed pin is a new name, so a clone with other pins never uses
+a stale one.
 
     from tests.otlp_agents.venvs import family_python
-    python = family_python("langchain")  # the interpreter of .venv-otlp-langchain/
+    python = family_python("langchain")  # ~/.cache/toolscope-test/otlp-langchain-<hash>/bin/python
 
 Where the venv cannot be built (no network, pip fails) it skips the test, as
 tests/test_otlp_producers.py does, except in CI (`CI=true`), where it fails.
@@ -24,7 +30,7 @@ import pytest
 
 AGENTS = Path(__file__).parent
 FAMILIES = AGENTS / "families"
-ROOT = AGENTS.parent.parent
+CACHE = Path(os.environ.get("TOOLSCOPE_TEST_VENVS") or Path.home() / ".cache" / "toolscope-test")
 IN_CI = os.environ.get("CI") == "true"
 BUILD_TIMEOUT = 1200
 
@@ -37,11 +43,15 @@ def unavailable(reason: str) -> None:
 
 
 def _stamp(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """What the virtualenv is built from: the pinned file's requirements (its comments left
+    out, so that editing them rebuilds nothing) and the interpreter's version."""
+    lines = [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()]
+    wanted = "\n".join(line for line in lines if line)
+    return hashlib.sha256(f"{wanted}\n{sys.version}".encode()).hexdigest()
 
 
 def family_home(name: str) -> Path:
-    return ROOT / f".venv-otlp-{name}"
+    return CACHE / f"otlp-{name}-{_stamp(FAMILIES / f'{name}.txt')[:16]}"
 
 
 def family_python(name: str) -> Path:
