@@ -393,6 +393,44 @@ class ModelRollup(db.Model):
     unpriced: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+class ConversationAttribution(db.Model):
+    """Which revision of a conversation its stored tool costs were computed from, and whether
+    some of its token counts were still pending then (webapp.services.attribution_store)."""
+
+    __tablename__ = "conversation_attribution"
+
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversation.id", ondelete="CASCADE"), primary_key=True
+    )
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    revision: Mapped[int] = mapped_column(BigInteger)
+    pending_counts: Mapped[bool] = mapped_column(Boolean)
+
+
+class ConversationToolCost(db.Model):
+    """One conversation's re-send attribution of one tool, over the service calls of one hour
+    (``bucket``). Costs in femto-USD, rounded down."""
+
+    __tablename__ = "conversation_tool_cost"
+    __table_args__ = (
+        Index(None, "project_id", "bucket"),
+        Index(None, "conversation_id"),
+    )
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
+    bucket: Mapped[datetime] = mapped_column(UTCDateTime)
+    function_name: Mapped[str] = mapped_column(String(255))
+    results: Mapped[int] = mapped_column(BigInteger, default=0)
+    result_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    sends: Mapped[int] = mapped_column(BigInteger, default=0)
+    resent_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    unpriced_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_femto: Mapped[int] = mapped_column(BigInteger, default=0)
+    estimated_femto: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 # --- OTLP ingestion (docs/otlp.md): raw spans and log records, and what the projector owns ----
 
 

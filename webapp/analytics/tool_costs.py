@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 
 from ..pricing import PriceOverride, cost_for, input_price_per_token
@@ -30,8 +30,11 @@ from .records import ServiceCallCost
 __all__ = [
     "BilledInput",
     "InputPrices",
+    "attribution_by_hour",
     "attribution_turns",
     "billed_inputs",
+    "femto",
+    "from_femto",
     "merge_attributions",
     "tool_attribution",
 ]
@@ -176,6 +179,37 @@ def tool_attribution(
 ) -> dict[str, ToolAttribution]:
     """Per function name: results, tokens, re-sends and the input cost they caused."""
     return attribute(attribution_turns(ctx, prices, billed, period))
+
+
+def attribution_by_hour(
+    ctx: ConversationContext,
+    prices: InputPrices,
+    billed: Mapping[CallKey, BilledInput] | None = None,
+) -> dict[datetime, dict[str, ToolAttribution]]:
+    """:func:`tool_attribution` split by the UTC hour of the service calls that count: per hour
+    with a timed call, the attribution with that hour as the period. The rule is linear in its
+    counted calls, so the pieces of the hours in a range add up to the range's attribution (a
+    tool is listed when a piece of it is; calls without a time never count)."""
+    hours = sorted(
+        {b.created_at.replace(minute=0, second=0, microsecond=0) for b in ctx.bars if b.created_at}
+    )
+    one_hour = timedelta(hours=1)
+    pieces = {h: tool_attribution(ctx, prices, billed, (h, h + one_hour)) for h in hours}
+    return {h: part for h, part in pieces.items() if part}
+
+
+# Stored pieces keep costs in femto-USD, rounded down: six digits finer than the nine decimals
+# the chart shows, so that their sum rounds to what the exact sum does.
+_FEMTO = Decimal(10) ** 15
+
+
+def femto(usd: Decimal) -> int:
+    """``usd`` in femto-USD, rounded down."""
+    return int((usd * _FEMTO).to_integral_value(ROUND_DOWN))
+
+
+def from_femto(amount: int) -> Decimal:
+    return Decimal(amount) / _FEMTO
 
 
 # Stored costs have nine decimals; shares of them are rounded down to as many.

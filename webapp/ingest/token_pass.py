@@ -60,7 +60,7 @@ from sqlalchemy import BigInteger, Integer, String, and_, bindparam, func, or_, 
 
 from ..db import MAX_BIGINT, begin_write, db
 from ..sql import MESSAGE, TOOL, new_stamp
-from . import rollups
+from . import attribution, rollups
 from .values import compact_json, count_tokens
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,8 @@ def count_batch(
             rollups.count_tokens(
                 {p["b_id"]: p["b_response"] for p in params if p["b_response"] is not None}
             )
+        counted = [p["b_id"] for p in params]  # stored attributions computed without them
+        attribution.mark_counted(*((counted, ()) if kind is CALLS else ((), counted)))
         db.session.execute(kind.store, params, execution_options={"synchronize_session": False})
         db.session.commit()
     except BaseException:

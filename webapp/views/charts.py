@@ -28,8 +28,9 @@ from ..analytics.tool_costs import (
     tool_attribution,
 )
 from ..analytics.windows import context_window
-from ..db import utcnow
-from ..errors import error_response
+from ..db import db, utcnow
+from ..errors import ApiError, error_response
+from ..ingest.transaction import Write, run_write
 from ..pricing import PriceOverride
 from ..queries import analytics as queries
 from ..queries.projects import price_overrides
@@ -43,14 +44,14 @@ from ..replay.export import (
 )
 from ..replay.gc_pause import gc_paused
 from ..replay.options import Persistence
+from ..services import attribution_store as store
 from ..tokens import count_tokens
 from .common import error_page, wants_json
 
 log = logging.getLogger(__name__)
 
-# Project-wide attribution replays conversations in Python; the most recently active ones
-# within the filters are used, and the chart says so when there are more.
-ATTRIBUTION_MAX_CONVERSATIONS = 200
+# Project-wide attribution reads each conversation's stored pieces
+# (webapp.services.attribution_store) and replays at most attribution_store.INLINE_MAX.
 
 
 # --- what every chart view does with its request -------------------------------------------
@@ -121,8 +122,23 @@ def _context(
 def project_attribution(
     project_id: int, overrides: Mapping[str, PriceOverride], f: ChartFilters
 ) -> tuple[list[ToolAttribution], tuple[str, ...]]:
-    ids, total = queries.active_conversation_ids(project_id, f, ATTRIBUTION_MAX_CONVERSATIONS)
-    loaded = queries.load_conversations(project_id, ids)
+    """Stored pieces of the whole hours in the period, summed; replayed here: the stale
+    conversations (stored again for the next request) and those active in the partial hour a
+    range starts in, at most ``INLINE_MAX`` of them."""
+    stale, n_stale = store.stale_conversations(project_id, f, store.INLINE_MAX)
+    hours_from = f.start
+    edge: list[int] = []
+    n_edge = 0
+    hour = store.partial_hour(f)
+    if hour is not None:
+        skip = [i for i, _ in stale]
+        edge, n_edge = store.edge_conversations(
+            project_id, f, hour, skip, store.INLINE_MAX - len(stale)
+        )
+        # Past the bound, the partial hour counts whole; else its rows are left to the replay.
+        hours_from = hour if n_edge > len(edge) else hour + store.HOUR
+    inline = [i for i, _ in stale] + edge
+    loaded = queries.load_conversations(project_id, inline) if inline else []
     prices = _prices(overrides, loaded)
     # Only the service calls in the period count, as on the cost per day.
     parts = [
@@ -134,18 +150,43 @@ def project_attribution(
         )
         for conv in loaded
     ]
+    if stale:
+        revisions = dict(stale)
+        _store_stale(project_id, overrides, revisions, [c for c in loaded if c.id in revisions])
+    parts.append(store.stored_totals(project_id, f, inline, hours_from))
     merged = merge_attributions(parts)
     if f.tool:
         merged = [a for a in merged if a.function_name == f.tool]
     notes = [
         "Replay as configured: per-run persistence, each conversation's freshness window.",
     ]
-    if total > len(ids):
+    if n_stale > len(stale):
         notes.append(
-            f"Based on the {len(ids):,} most recently active of {total:,} conversations in "
-            "the period."
+            f"Partial: {n_stale - len(stale):,} conversations changed since their figures were "
+            "stored; they count as last stored until they are computed again."
+        )
+    if n_edge > len(edge):
+        notes.append(
+            f"Approximate: the period's first hour counts whole for {n_edge - len(edge):,} "
+            "conversations."
         )
     return merged, tuple(notes)
+
+
+def _store_stale(
+    project_id: int,
+    overrides: Mapping[str, PriceOverride],
+    revisions: dict[int, int],
+    loaded: list[LoadedConversation],
+) -> None:
+    """Store what the request replayed anyway, so that the next one reads it; a busy
+    database only leaves it for later."""
+    computed = store.compute(project_id, revisions, overrides, loaded)
+    db.session.commit()  # the read ends before the write transaction begins
+    try:
+        run_write(Write(store.store, (project_id, computed)))
+    except ApiError:
+        log.info("tool costs of %d conversations left stale: database busy", len(computed))
 
 
 def project_charts_for(
