@@ -88,14 +88,16 @@ def test_a_study_against_the_recorded_actions_and_between_two_policies(app, clie
     study = response.get_json()
     StudyOut.model_validate(study)
     assert response.headers["Location"] == f"/api/v1/studies/{study['id']}"
-    assert study["status"] == "running" and fake.count() == 0  # nothing waited on the model
+    # Answered before any replay but the first is built: the run worker prepares the runs.
+    assert study["status"] == "preparing" and fake.count() == 0  # nothing waited on the model
     estimate = study["estimate"]
     assert estimate["runs"] == 4 and estimate["conversations"] == 4
     assert estimate["input_tokens"] > 0 and Decimal(estimate["cost_usd"]) > 0
     assert study["progress"] == {
         "total": 4,
+        "prepared": 0,
         "done": 0,
-        "queued": 4,
+        "queued": 0,
         "running": 0,
         "succeeded": 0,
         "failed": 0,
@@ -170,11 +172,17 @@ def test_refused_over_the_cap_before_anything_starts(app, client, orders, fake):
 
 
 def test_a_study_stops_when_its_spend_reaches_the_cap(app, client, orders, fake):
+    # Only answers cost: the estimate counts max_tokens (1) a run, the fake answers 12.
+    with app.app_context():
+        prices = {"scripted*": {"input_per_mtok": "0", "output_per_mtok": "1000"}}
+        db.session.get(Project, orders.project_id).price_overrides = prices
+        db.session.commit()
+        db.session.remove()
     body = {"variants": {"a": STALE, "b": "recorded"}, "max_tokens": 1, "concurrency": 1}
     estimate = refused(post_study(client, orders, max_cost_usd="0", **body), 422, "over the")
     cap = estimate["details"][0]["estimate"]["cost_usd"]
-    # Capped at its estimate it starts; the fake bills the whole body (tools and all) and 12
-    # output tokens, more than the replay's counted tokens: the first run crosses the cap.
+    # Capped at its estimate it starts; the fake answers 12 output tokens where the estimate
+    # counted one: the first run crosses the cap.
     response = post_study(client, orders, max_cost_usd=cap, **body)
     assert response.status_code == 202, response.get_json()
     study_id = response.get_json()["id"]
@@ -238,7 +246,10 @@ def test_the_worker_respects_the_studys_concurrency(app, client, project_key):
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                if get_study(client, project_key, study_id)["status"] != "running":
+                if get_study(client, project_key, study_id)["status"] not in (
+                    "preparing",
+                    "running",
+                ):
                     break
                 time.sleep(0.1)
         finally:

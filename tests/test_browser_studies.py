@@ -43,7 +43,7 @@ def test_a_studys_progress_and_report(app, tab, project_key, fake, scheme):
     study_id = start(app, project_key.project_id)
     page.goto(f"/studies/{study_id}")
     part = page.locator("#study-progress")
-    expect(part).to_have_attribute("data-study-status", "running")
+    expect(part).to_have_attribute("data-study-status", "preparing")
     expect(part).to_contain_text("0 of 8 runs done")
     page.evaluate("() => { window.__sameDocument = true }")
     watch.shot(f"studies-running-{scheme}")

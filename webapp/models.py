@@ -843,6 +843,10 @@ class Study(db.Model):
     concurrency: Mapped[int] = mapped_column(Integer, default=4)
     backoff_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     message: Mapped[str | None] = mapped_column(Text)
+    # While `preparing`: how many of `spec["conversations"]` have their runs stored (the run
+    # worker prepares them in batches after the POST; a batch is stored with this count moved
+    # on, so a worker that stops mid-batch leaves it to the next one).
+    prepared: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -860,6 +864,9 @@ class ModelRun(db.Model):
         Index(None, "conversation_id", "created_at"),
         # The queue: the oldest queued run, and running runs whose lease ran out.
         Index(None, "status", "created_at"),
+        # A study's run per conversation and variant, once: a batch of its preparation
+        # stored twice (two workers, a retry) cannot queue a conversation twice.
+        Index(None, "study_id", "conversation_id", "variant", unique=True),
     )
 
     # Public: "run_" and random characters.

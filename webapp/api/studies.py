@@ -1,8 +1,9 @@
 """Studies over the API: a what-if over many conversations (docs/runs.md, 'Studies').
 
-``POST /studies`` picks the conversations (ids, or the conversation list's filters), prepares
-one run per conversation and variant, estimates tokens and cost, refuses over the spending cap
-(422 with the estimate) and otherwise queues the runs: 202 at once, the run worker sends them
+``POST /studies`` picks the conversations (ids, or the conversation list's filters), checks
+the variants on the first one, estimates tokens and cost from the stored token counts,
+refuses over the spending cap (422 with the estimate) and otherwise stores the study
+`preparing`: 202 at once, the run worker prepares its runs and sends them
 (``webapp.services.studies``). ``GET /studies/<id>`` gives its status, progress and, when done,
 its report; ``POST /studies/<id>/cancel`` cancels its queued runs. A study is its project's.
 """
@@ -149,6 +150,10 @@ class StudyProgressOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     total: int
+    prepared: int = Field(
+        description="Conversations whose runs are prepared (the run worker prepares them after "
+        "the POST, in batches; all of them once the study is `running`)."
+    )
     done: int
     queued: int
     running: int
@@ -165,7 +170,7 @@ class StudyOut(BaseModel):
 
     id: str
     object: Literal["study"]
-    status: Literal["running", "succeeded", "cancelled", "stopped"]
+    status: Literal["preparing", "running", "succeeded", "cancelled", "stopped"]
     message: str | None
     connection: str | None
     model: str | None
@@ -243,7 +248,8 @@ def _spec(body: StudyCreate) -> StudySpec:
 )
 @endpoint(write=True, prepares=True)
 def studies_post(body: StudyCreate):
-    """Answers 202 with the study, `running`, and its address in `Location`; poll
+    """Answers 202 with the study, `preparing` (the run worker builds and queues its runs,
+    then it is `running`), and its address in `Location`; poll
     `GET /studies/{study_id}`. 422 when the estimated cost is over `max_cost_usd` (the
     estimate is in the error's details) or a variant cannot be used; 404: no such conversation
     or connection; 409: the connection cannot be used now."""

@@ -343,45 +343,76 @@ def list_runs(project_id: int, conversation_id: int, limit: int = 100) -> list[d
 
 
 def claim_next(owner: str, lease_seconds: float, now: datetime | None = None) -> str | None:
-    """Claim the oldest queued run for ``owner`` (status running, a lease until now +
-    ``lease_seconds``, one more attempt): its id, or None when nothing is queued. One write
-    transaction; on PostgreSQL the row is picked ``FOR UPDATE SKIP LOCKED`` (other servers'
-    workers skip it), on SQLite the write lock is held and the update is conditional anyway.
-    A run is claimed by one worker only: the update's ``status = 'queued'`` condition is
-    checked again on the locked row. An idle queue costs one read (no write transaction, so
-    idle workers never take SQLite's write lock)."""
+    """Claim the oldest queued run for ``owner``: its id, or None (:func:`claim_batch` of one)."""
+    claimed = claim_batch(owner, 1, lease_seconds, now)
+    return claimed[0][0] if claimed else None
+
+
+def claim_batch(
+    owner: str, limit: int, lease_seconds: float, now: datetime | None = None
+) -> list[tuple[str, str | None]]:
+    """Claim up to ``limit`` of the oldest queued runs for ``owner`` (status running, a lease
+    until now + ``lease_seconds``, one more attempt) in one write transaction: their ids and
+    study ids, oldest first; none when nothing is queued. On PostgreSQL the rows are picked
+    ``FOR UPDATE SKIP LOCKED`` (other servers' workers skip them), on SQLite the write lock is
+    held and the update is conditional anyway: a run is claimed by one worker only. A study's
+    runs are claimed only up to its free slots (its concurrency less its runs ``running``).
+    An idle queue costs one read (no write transaction, so idle workers never take SQLite's
+    write lock)."""
     queued = db.session.execute(select(RUN.c.id).where(RUN.c.status == "queued").limit(1))
     found = queued.first() is not None
     db.session.commit()
     if not found:
-        return None
-    return run_write(Write(_claim, (owner, lease_seconds, now)))
+        return []
+    return run_write(Write(_claim, (owner, max(1, limit), lease_seconds, now)))
 
 
-def _claim(owner: str, lease_seconds: float, now: datetime | None) -> str | None:
+def _claim(
+    owner: str, limit: int, lease_seconds: float, now: datetime | None
+) -> list[tuple[str, str | None]]:
     now = now or utcnow()
     pick = (
         select(RUN.c.id, RUN.c.study_id)
         .where(RUN.c.status == "queued", or_(RUN.c.study_id.is_(None), _open_study(now)))
         .order_by(RUN.c.created_at, RUN.c.id)
-        .limit(1)
+        .limit(limit)
     )
     postgresql = db.session.get_bind().dialect.name == "postgresql"
     if postgresql:
         pick = pick.with_for_update(of=RUN, skip_locked=True)
-    picked = db.session.execute(pick).first()
-    if picked is None:
-        return None
-    run_id, study_id = picked
-    if study_id is not None and postgresql:
-        # Claims of one study's runs wait for each other here, so two servers cannot both
-        # see one slot free: the count is taken again under the study row's lock.
-        db.session.execute(select(STUDY.c.id).where(STUDY.c.id == study_id).with_for_update())
-        if not db.session.execute(select(STUDY.c.id).where(_open_study(now, study_id))).first():
-            return None
+    picked = db.session.execute(pick).all()
+    study_ids = sorted({study_id for _, study_id in picked if study_id is not None})
+    slots: dict[str, int] = {}
+    if study_ids:
+        if postgresql:
+            # Claims of one study's runs wait for each other here, so two servers cannot both
+            # see one slot free: the count is taken again under the study rows' locks.
+            db.session.execute(
+                select(STUDY.c.id).where(STUDY.c.id.in_(study_ids)).with_for_update()
+            )
+        slots = dict.fromkeys(study_ids, 0)
+        running = (
+            select(func.count())
+            .select_from(RUN)
+            .where(RUN.c.study_id == STUDY.c.id, RUN.c.status == "running")
+            .scalar_subquery()
+        )
+        stmt = select(STUDY.c.id, STUDY.c.concurrency - running).where(
+            STUDY.c.id.in_(study_ids), _open_study(now, None, whole=False)
+        )
+        slots.update({study_id: int(free) for study_id, free in db.session.execute(stmt)})
+    chosen: list[tuple[str, str | None]] = []
+    for run_id, study_id in picked:
+        if study_id is not None:
+            if slots[study_id] <= 0:
+                continue
+            slots[study_id] -= 1
+        chosen.append((run_id, study_id))
+    if not chosen:
+        return []
     claimed = db.session.execute(
         update(RUN)
-        .where(RUN.c.id == run_id, RUN.c.status == "queued")
+        .where(RUN.c.id.in_([run_id for run_id, _ in chosen]), RUN.c.status == "queued")
         .values(
             status="running",
             lease_owner=owner,
@@ -391,12 +422,42 @@ def _claim(owner: str, lease_seconds: float, now: datetime | None) -> str | None
         ),
         execution_options={"synchronize_session": False},
     )
-    return run_id if claimed.rowcount == 1 else None
+    if claimed.rowcount != len(chosen):  # cannot happen under the lock: claim nothing
+        raise RuntimeError("claimed runs changed under the write lock")
+    return chosen
 
 
-def _open_study(now: datetime, study_id: str | None = None) -> Any:
-    """The run's study (``study_id``: that study) is running, not backed off after a 429, and
-    has fewer runs ``running`` than its concurrency (docs/runs.md, 'Studies')."""
+def release(runs: Mapping[str, str]) -> int:
+    """Give back claimed runs that were never started (run id → owner; a worker stopping):
+    queued again, the attempt not counted. How many."""
+    if not runs:
+        return 0
+    return run_write(Write(_release, (dict(runs),)))
+
+
+def _release(runs: dict[str, str]) -> int:
+    released = 0
+    for run_id, owner in sorted(runs.items()):
+        result = db.session.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id, RUN.c.lease_owner == owner, RUN.c.status == "running")
+            .values(
+                status="queued",
+                lease_owner=None,
+                lease_until=None,
+                started_at=None,
+                attempts=RUN.c.attempts - 1,
+            ),
+            execution_options={"synchronize_session": False},
+        )
+        released += result.rowcount
+    return released
+
+
+def _open_study(now: datetime, study_id: str | None = None, *, whole: bool = True) -> Any:
+    """The run's study (``study_id``: that study) is preparing or running, not backed off
+    after a 429, and has fewer runs ``running`` than its concurrency (docs/runs.md,
+    'Studies'); ``whole=False``: the study row's own condition, without the count."""
     inner = RUN.alias("study_run")
     running = (
         select(func.count())
@@ -405,12 +466,15 @@ def _open_study(now: datetime, study_id: str | None = None) -> Any:
         .scalar_subquery()
     )
     open_ = and_(
-        STUDY.c.status == "running",
+        STUDY.c.status.in_(("preparing", "running")),
         or_(STUDY.c.backoff_until.is_(None), STUDY.c.backoff_until <= now),
-        running < STUDY.c.concurrency,
     )
+    if whole:
+        open_ = and_(open_, running < STUDY.c.concurrency)
     if study_id is not None:
         return and_(STUDY.c.id == study_id, open_)
+    if not whole:
+        return open_
     return RUN.c.study_id.in_(select(STUDY.c.id).where(open_))
 
 

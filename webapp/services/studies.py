@@ -6,15 +6,19 @@ action agrees. It is a ``study`` row and one ``model_run`` per conversation and 
 (``study_id``, ``variant``), executed by the run worker like any run (``services.run_worker``):
 
 * :func:`prepare_study` picks the conversations (ids, or the conversation list's filters:
-  ``queries.conversation_list.filter_conditions``), prepares every run as a single run is
-  prepared (``model_runs.prepare_run``: options, edits, connection) and adds up the estimate:
-  the replay's counted tokens and their cost at the model's price (``model_runs.run_cost``,
-  the price source of the cost charts) with :data:`ESTIMATED_OUTPUT_TOKENS` of answer per run
-  (``max_tokens`` when given). Over ``max_cost_usd``, :class:`StudyRefused` says by how much
-  and nothing is stored;
-* :func:`store_study` inserts the study and its runs, queued, in one write transaction;
-* the worker's claim takes a study's run only while the study is ``running``, not backed off
-  after a 429, and has fewer than ``concurrency`` runs ``running`` (``model_runs._claim``);
+  ``queries.conversation_list.filter_conditions``), prepares the first conversation's runs as
+  a probe (a variant that cannot be used is refused here: options, edits, connection) and
+  estimates from the conversations' stored token counts (:func:`stored_tokens`, no replay
+  built) priced at the model's price (``model_runs.run_cost``, the price source of the cost
+  charts) with :data:`ESTIMATED_OUTPUT_TOKENS` of answer per run (``max_tokens`` when given).
+  Over ``max_cost_usd``, :class:`StudyRefused` says by how much and nothing is stored;
+* :func:`store_study` inserts the study, ``preparing``: the request ends there;
+* the run worker prepares its runs, :data:`PREPARE_BATCH` conversations a step
+  (:func:`prepare_next`, each run as a single run is prepared: ``model_runs.prepare_run``),
+  each batch stored in one write with the study's ``prepared`` count moved on; the last batch
+  makes it ``running``. The runs of a batch are sent while the next is prepared;
+* the worker's claim takes a study's runs only while the study is preparing or running, not
+  backed off after a 429, and up to ``concurrency`` runs ``running`` (``model_runs._claim``);
 * after each of a study's runs the worker calls :func:`advance`: over the spending cap the
   study's queued runs are cancelled (``stopped``); once none is queued or running the report is
   made and stored (``succeeded``, or the ``cancelled``/``stopped`` study's final report);
@@ -35,22 +39,25 @@ from decimal import Decimal
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import func, select, update
+from sqlalchemy import Text, cast, func, select, update
 
 from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
-from ..models import Conversation, ModelRun, Project, Study
+from ..models import Conversation, Message, ModelRun, Project, Study, ToolInvocation
 from ..queries import call_selection
 from ..queries.call_explorer import CallFilters
 from ..queries.conversation_list import ListFilters, filter_conditions
 from ..queries.conversations import find_conversations
 from ..replay.next_action import LABELS, NextAction, compare
+from ..replay.units import MESSAGE_OVERHEAD
 from . import model_runs
 from .model_runs import PreparedRun, RunInputError, RunSpec
 
 RUN = ModelRun.__table__
 STUDY = Study.__table__
-STATUSES = ("running", "succeeded", "cancelled", "stopped")
+STATUSES = ("preparing", "running", "succeeded", "cancelled", "stopped")
+# Statuses in which the study's runs are claimed (its runs are sent while the rest are prepared).
+OPEN = ("preparing", "running")
 VARIANTS = ("a", "b")
 RECORDED = "recorded"
 AGREEING = ("same_calls", "same_answer")
@@ -59,6 +66,8 @@ MAX_CONCURRENCY = 32
 MAX_CONVERSATIONS = 5000
 # The answer's tokens an estimate counts per run when max_tokens is not given.
 ESTIMATED_OUTPUT_TOKENS = 256
+# Conversations the run worker prepares in one step (their runs stored in one write).
+PREPARE_BATCH = 50
 
 
 class StudyRefused(RunInputError):
@@ -178,70 +187,146 @@ def _provider(fmt: str) -> str:
     return "anthropic" if fmt == "anthropic" else "openai"
 
 
+def _run_specs(spec: StudySpec) -> dict[str, RunSpec]:
+    """The run of each variant that is sent (not ``recorded``), as a single run is asked."""
+    specs = {}
+    for name in VARIANTS:
+        variant = spec.variants[name]
+        if isinstance(variant, VariantSpec):
+            specs[name] = RunSpec(
+                connection=variant.connection or spec.connection,
+                model=variant.model or spec.model,
+                options=variant.options,
+                edits=spec.edits,
+                temperature=spec.temperature,
+                max_tokens=spec.max_tokens,
+            )
+    return specs
+
+
+def _run_specs_of(spec: Mapping[str, Any]) -> dict[str, RunSpec]:
+    """:func:`_run_specs` from a stored study's ``spec`` (the worker's side)."""
+    specs = {}
+    for name in VARIANTS:
+        variant = spec["variants"][name]
+        if isinstance(variant, Mapping):
+            specs[name] = RunSpec(
+                connection=variant.get("connection") or spec["connection"],
+                model=variant.get("model") or spec.get("model"),
+                options=variant.get("options") or {},
+                edits=spec.get("edits") or None,
+                temperature=spec.get("temperature", 0.0),
+                max_tokens=spec.get("max_tokens"),
+            )
+    return specs
+
+
+def _variant_error(name: str, exc: RunInputError, conversation: Any) -> RunInputError:
+    return RunInputError(
+        f"variants.{name}.{exc.field}",
+        f"{exc.message} (conversation {conversation.external_id!r})",
+        exc.status,
+    )
+
+
+def stored_tokens(conversation_ids: Sequence[int]) -> int:
+    """What the conversations hold in tokens, from the counts stored with their messages and
+    calls (the token pass's; characters / 4 where it has not counted yet), plus the replay's
+    per-message overhead: the whole conversation, whatever a replay option leaves out, so at
+    least what its replay counts bar the tool definitions. Two aggregate reads per 500
+    conversations: a study's estimate costs no replay."""
+    m, t = Message, ToolInvocation
+    total = 0
+    for start in range(0, len(conversation_ids), 500):
+        chunk = list(conversation_ids[start : start + 500])
+        text = func.coalesce(m.content_tokens, func.length(func.coalesce(m.content, "")) / 4)
+        total += int(
+            db.session.scalar(
+                select(func.coalesce(func.sum(text + MESSAGE_OVERHEAD), 0)).where(
+                    m.conversation_id.in_(chunk)
+                )
+            )
+            or 0
+        )
+        arguments = func.coalesce(
+            t.arguments_tokens, func.length(func.coalesce(cast(t.arguments, Text), "")) / 4
+        )
+        result = func.coalesce(t.response_tokens, func.length(func.coalesce(t.response, "")) / 4)
+        total += int(
+            db.session.scalar(
+                select(func.coalesce(func.sum(arguments + result + MESSAGE_OVERHEAD), 0))
+                .join(m, m.id == t.message_id)
+                .where(m.conversation_id.in_(chunk))
+            )
+            or 0
+        )
+        prompts = func.length(func.coalesce(Conversation.system_prompt, "")) / 4
+        total += int(
+            db.session.scalar(
+                select(func.coalesce(func.sum(prompts), 0)).where(Conversation.id.in_(chunk))
+            )
+            or 0
+        )
+    return total
+
+
 def prepare_study(
     project_id: int, spec: StudySpec, *, now: datetime | None = None
 ) -> PreparedStudy:
-    """Check ``spec``, prepare every run and estimate tokens and cost. Reads only. Raises
-    :class:`RunInputError` (as a run's: 404, 409, 422, the field prefixed with the variant) or
-    :class:`StudyRefused` (the estimate crosses ``max_cost_usd``)."""
+    """Check ``spec``, pick the conversations and estimate tokens and cost, without building
+    every replay: the first conversation's runs are prepared as a probe (a variant that cannot
+    be used fails here, before anything is stored), the estimate comes from the conversations'
+    stored token counts (:func:`stored_tokens`). Reads only. Raises :class:`RunInputError` (as
+    a run's: 404, 409, 422, the field prefixed with the variant) or :class:`StudyRefused` (the
+    estimate crosses ``max_cost_usd``). The runs themselves are prepared by the run worker
+    (:func:`prepare_next`)."""
     now = now or utcnow()
     _check(spec)
     study_id = new_study_id()
     conversations = _conversations(project_id, spec)
     overrides = db.session.scalar(select(Project.price_overrides).where(Project.id == project_id))
     output_tokens = spec.max_tokens or ESTIMATED_OUTPUT_TOKENS
-    runs: list[PreparedRun] = []
+    run_specs = _run_specs(spec)
+    probes: dict[str, PreparedRun] = {}
+    for name, run_spec in run_specs.items():
+        try:
+            probes[name] = model_runs.prepare_run(
+                project_id, conversations[0], run_spec, now=now, study_id=study_id, variant=name
+            )
+        except RunInputError as exc:
+            raise _variant_error(name, exc, conversations[0]) from None
+    tokens = stored_tokens([c.id for c in conversations])
     per_variant: dict[str, dict[str, Any]] = {}
     unpriced: set[str] = set()
-    for name in VARIANTS:
-        variant = spec.variants[name]
-        if not isinstance(variant, VariantSpec):
-            continue
-        run_spec = RunSpec(
-            connection=variant.connection or spec.connection,
-            model=variant.model or spec.model,
-            options=variant.options,
-            edits=spec.edits,
-            temperature=spec.temperature,
-            max_tokens=spec.max_tokens,
+    for name, probe in probes.items():
+        model = probe.row["model"]
+        price = model_runs.run_cost(
+            model,
+            _provider(probe.row["format"]),
+            tokens,
+            output_tokens * len(conversations),
+            0,
+            overrides,
         )
-        tokens, cost = 0, Decimal(0)
-        for conversation in conversations:
-            try:
-                prepared = model_runs.prepare_run(
-                    project_id, conversation, run_spec, now=now, study_id=study_id, variant=name
-                )
-            except RunInputError as exc:
-                where = f"variants.{name}.{exc.field}"
-                raise RunInputError(
-                    where, f"{exc.message} (conversation {conversation.external_id!r})", exc.status
-                ) from None
-            runs.append(prepared)
-            counted = prepared.estimated_tokens or 0
-            tokens += counted
-            model = prepared.row["model"]
-            price = model_runs.run_cost(
-                model, _provider(prepared.row["format"]), counted, output_tokens, 0, overrides
-            )
-            if price is None:
-                unpriced.add(model)
-            else:
-                cost += price
+        if price is None:
+            unpriced.add(model)
         per_variant[name] = {
             "runs": len(conversations),
             "input_tokens": tokens,
             "output_tokens": output_tokens * len(conversations),
-            "cost_usd": _money(cost),
+            "cost_usd": _money(price or Decimal(0)),
         }
+    runs = len(conversations) * len(probes)
     total_cost = sum((Decimal(v["cost_usd"]) for v in per_variant.values()), Decimal(0))
     estimate = {
         "conversations": len(conversations),
-        "runs": len(runs),
+        "runs": runs,
         "input_tokens": sum(v["input_tokens"] for v in per_variant.values()),
         "output_tokens": sum(v["output_tokens"] for v in per_variant.values()),
         "cost_usd": _money(total_cost),
         "unpriced_models": sorted(unpriced),
         "variants": per_variant,
+        "source": "stored_tokens",
     }
     if spec.max_cost_usd is not None:
         if unpriced:
@@ -252,7 +337,7 @@ def prepare_study(
             )
         if total_cost > spec.max_cost_usd:
             raise StudyRefused(
-                f"the estimated cost ${_money(total_cost)} ({len(runs)} runs, "
+                f"the estimated cost ${_money(total_cost)} ({runs} runs, "
                 f"{estimate['input_tokens']} input tokens and about {estimate['output_tokens']} "
                 f"output tokens) is over the spending cap ${_money(spec.max_cost_usd)}; "
                 "nothing was started",
@@ -267,7 +352,7 @@ def prepare_study(
     row = {
         "id": study_id,
         "project_id": project_id,
-        "status": "running",
+        "status": "preparing",
         "spec": {
             "connection": spec.connection,
             "model": spec.model,
@@ -283,17 +368,18 @@ def prepare_study(
         "report": None,
         "max_cost_usd": spec.max_cost_usd,
         "cost_usd": Decimal(0),
-        "runs_total": len(runs),
+        "runs_total": runs,
         "runs_done": 0,
         "runs_failed": 0,
         "concurrency": spec.concurrency,
         "backoff_until": None,
         "message": None,
+        "prepared": 0,
         "created_at": now,
         "started_at": now,
         "finished_at": None,
     }
-    return PreparedStudy(row, runs, estimate)
+    return PreparedStudy(row, [], estimate)
 
 
 def _money(value: Decimal | None) -> str | None:
@@ -303,12 +389,9 @@ def _money(value: Decimal | None) -> str | None:
 
 
 def store_study(prepared: PreparedStudy) -> dict[str, Any]:
-    """The store step (SQL only): the study and its runs, queued (or answered from a stored
-    run, as a single run is). Returns the study's row."""
+    """The store step (SQL only): the study, ``preparing``; the run worker prepares and queues
+    its runs (:func:`prepare_next`). Returns the study's row."""
     db.session.execute(STUDY.insert().values(**prepared.row))
-    for run in prepared.runs:
-        model_runs.store_run(run)
-    _advance(prepared.row["id"])  # every run answered from the cache: done at once
     return prepared.row
 
 
@@ -320,6 +403,128 @@ def create_study(project_id: int, spec: StudySpec) -> dict[str, Any]:
     row = run_write(Write(store_study, (prepared,)))
     model_runs.notify()
     return row
+
+
+# --- Preparing the runs (the run worker) --------------------------------------------------------
+
+
+def preparing_study() -> str | None:
+    """The oldest study whose runs are still being prepared, or None (one read)."""
+    stmt = (
+        select(STUDY.c.id)
+        .where(STUDY.c.status == "preparing")
+        .order_by(STUDY.c.created_at, STUDY.c.id)
+        .limit(1)
+    )
+    return db.session.scalar(stmt)
+
+
+def prepare_next(batch: int = PREPARE_BATCH, now: datetime | None = None) -> str | None:
+    """Prepare the next ``batch`` conversations of the oldest ``preparing`` study: each
+    variant's run built as a single run is (``model_runs.prepare_run``), read outside any
+    write, then stored in one write with the study's ``prepared`` count moved on, only if it
+    is still what this worker read (:func:`_store_batch`). A worker that stops mid-batch
+    leaves the count where it was, and the next one prepares the batch again; two workers on
+    one batch store it once (the count's condition, and the runs' unique key per study,
+    conversation and variant). A conversation whose replay cannot be built (a turn it lacks,
+    an edit that does not apply) gets a failed run saying why, so that the report lists it.
+    The study's id, or None when no study is preparing."""
+    study_id = preparing_study()
+    if study_id is None:
+        db.session.commit()
+        return None
+    study = db.session.execute(select(STUDY).where(STUDY.c.id == study_id)).mappings().first()
+    if study is None or study["status"] != "preparing":
+        db.session.commit()
+        return study_id
+    spec, done = study["spec"], study["prepared"]
+    wanted = list(spec.get("conversations") or [])
+    chunk = wanted[done : done + batch]
+    runs = _prepare_runs(study["project_id"], study_id, spec, chunk, now or utcnow())
+    db.session.commit()  # the reads end before the write lock
+    args = (study_id, done, done + len(chunk), done + len(chunk) >= len(wanted), runs)
+    if run_write(Write(_store_batch, args)):
+        model_runs.notify()
+    return study_id
+
+
+def _prepare_runs(
+    project_id: int, study_id: str, spec: Mapping[str, Any], cids: list[str], now: datetime
+) -> list[PreparedRun]:
+    c = Conversation
+    found = dict(
+        db.session.execute(
+            select(c.external_id, c.id).where(c.project_id == project_id, c.external_id.in_(cids))
+        ).all()
+    )
+    by_id = {r.id: r for r in find_conversations(project_id, list(found.values()))}
+    runs: list[PreparedRun] = []
+    for name, run_spec in _run_specs_of(spec).items():
+        for cid in cids:
+            conversation = by_id.get(found.get(cid, -1))
+            if conversation is None:  # deleted since the study started: not compared
+                continue
+            try:
+                runs.append(
+                    model_runs.prepare_run(
+                        project_id, conversation, run_spec, now=now, study_id=study_id, variant=name
+                    )
+                )
+            except RunInputError as exc:
+                runs.append(_unbuilt(project_id, study_id, name, conversation, exc, now))
+    return runs
+
+
+def _unbuilt(
+    project_id: int,
+    study_id: str,
+    variant: str,
+    conversation: Any,
+    exc: RunInputError,
+    now: datetime,
+) -> PreparedRun:
+    """A run that was never sent: its replay could not be built for this conversation."""
+    row = {
+        "id": model_runs.new_run_id(),
+        "project_id": project_id,
+        "conversation_id": conversation.id,
+        "connection_id": None,
+        "connection_name": "",
+        "study_id": study_id,
+        "variant": variant,
+        "status": "failed",
+        "model": "",
+        "format": "",
+        "options": {},
+        "edits": [],
+        "request": {},
+        "request_key": "",
+        "error_kind": "replay",
+        "error_message": f"the replay could not be built: {exc.field}: {exc.message}",
+        "attempts": 0,
+        "created_at": now,
+        "finished_at": now,
+    }
+    return PreparedRun(row, False, None)
+
+
+def _store_batch(study_id: str, done: int, upto: int, last: bool, runs: list[PreparedRun]) -> bool:
+    values: dict[str, Any] = {"prepared": upto}
+    if last:
+        values["status"] = "running"
+    moved = db.session.execute(
+        update(STUDY)
+        .where(STUDY.c.id == study_id, STUDY.c.status == "preparing", STUDY.c.prepared == done)
+        .values(**values),
+        execution_options={"synchronize_session": False},
+    )
+    if moved.rowcount != 1:  # another worker stored it, or the study was cancelled or stopped
+        return False
+    for run in runs:
+        model_runs.store_run(run)
+    if last:
+        _advance(study_id)  # every run answered from the cache, or none to send: done at once
+    return True
 
 
 # --- Progress, the spending cap, the end ------------------------------------------------------
@@ -346,19 +551,37 @@ def progress(study_id: str) -> dict[str, Any]:
     }
 
 
+def _left(study_id: str) -> Any:
+    return (
+        select(RUN.c.id)
+        .where(RUN.c.study_id == study_id, RUN.c.status.in_(("queued", "running")))
+        .limit(1)
+        .exists()
+    )
+
+
 def advance(study_id: str) -> None:
     """After one of the study's runs finished: a write only when the study must change (its
-    cap crossed, or nothing left to run)."""
-    study = db.session.execute(select(STUDY).where(STUDY.c.id == study_id)).mappings().first()
-    if study is None or study["report"] is not None:
+    cap crossed, or nothing left to run). One read by the study's key (its status, cap and
+    whether a run is left), and the sum of its runs' cost only when it has a cap."""
+    found = db.session.execute(
+        # finished_at, not report: a report of None is stored as JSON null, not SQL NULL.
+        select(
+            STUDY.c.status, STUDY.c.finished_at.is_(None), STUDY.c.max_cost_usd, _left(study_id)
+        ).where(STUDY.c.id == study_id)
+    ).first()
+    if found is None or not found[1]:
         db.session.commit()
         return
-    now = progress(study_id)
+    status, _, cap, left = found
+    over = False
+    if cap is not None:
+        spent = db.session.scalar(
+            select(func.coalesce(func.sum(RUN.c.cost_usd), 0)).where(RUN.c.study_id == study_id)
+        )
+        over = Decimal(spent or 0) >= Decimal(cap)
     db.session.commit()
-    over = study["max_cost_usd"] is not None and Decimal(now["cost_usd"]) >= Decimal(
-        study["max_cost_usd"]
-    )
-    if (over and now["queued"]) or now["queued"] + now["running"] == 0:
+    if over or (not left and status != "preparing"):
         run_write(Write(_advance, (study_id,)))
 
 
@@ -371,7 +594,11 @@ def advance_open() -> int:
         .where(RUN.c.study_id == STUDY.c.id, RUN.c.status.in_(("queued", "running")))
         .scalar_subquery()
     )
-    stmt = select(STUDY.c.id).where(STUDY.c.report.is_(None), running == 0).limit(50)
+    stmt = (
+        select(STUDY.c.id)
+        .where(STUDY.c.finished_at.is_(None), STUDY.c.status != "preparing", running == 0)
+        .limit(50)
+    )
     ids = list(db.session.scalars(stmt))
     db.session.commit()
     for study_id in ids:
@@ -386,14 +613,17 @@ def _advance(study_id: str) -> None:
     counts = progress(study_id)
     status, message = study["status"], study["message"]
     cap = study["max_cost_usd"]
-    if status == "running" and cap is not None and Decimal(counts["cost_usd"]) >= Decimal(cap):
+    if status in OPEN and cap is not None and Decimal(counts["cost_usd"]) >= Decimal(cap):
         status = "stopped"
         message = (
             f"stopped: the runs so far cost ${counts['cost_usd']}, which reached the spending "
             f"cap ${_money(cap)}; the queued runs were cancelled"
+            + (" and the rest were not prepared" if study["status"] == "preparing" else "")
         )
         _cancel_queued(study_id)
         counts = progress(study_id)
+    elif status == "preparing":
+        return  # its runs are still being queued: the end comes after the last batch
     values: dict[str, Any] = {
         "status": status,
         "message": message,
@@ -434,7 +664,7 @@ def cancel_in_transaction(project_id: int, study_id: str) -> bool:
         .where(
             STUDY.c.id == study_id,
             STUDY.c.project_id == project_id,
-            STUDY.c.status == "running",
+            STUDY.c.status.in_(OPEN),
         )
         .values(status="cancelled", message="cancelled: its queued runs were not sent"),
         execution_options={"synchronize_session": False},
@@ -580,7 +810,13 @@ def document(row: Mapping[str, Any], counts: Mapping[str, Any] | None = None) ->
         "max_cost_usd": _money(row["max_cost_usd"]),
         "estimate": spec.get("estimate"),
         "progress": {
-            "total": counts.get("total", row["runs_total"]),
+            # While preparing: the runs planned (those stored so far are counted by status).
+            "total": row["runs_total"]
+            if row["status"] == "preparing"
+            else counts.get("total", row["runs_total"]),
+            "prepared": row.get("prepared", 0)
+            if row["status"] == "preparing"
+            else len(spec.get("conversations") or []),
             "done": counts.get("done", row["runs_done"]),
             "queued": counts.get("queued", 0),
             "running": counts.get("running", 0),
