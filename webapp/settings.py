@@ -265,6 +265,21 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "STUDY_BACKOFF_SECONDS",
+        30.0,
+        "How long a study waits before sending more runs after one of them is still rate "
+        "limited (429) after the SDK's retries, times that run's attempts (docs/runs.md, "
+        "'Studies').",
+        float,
+    ),
+    Setting(
+        "STUDY_RATE_LIMIT_REQUEUES",
+        5,
+        "How many times a study's run that is still rate limited after the SDK's retries is "
+        "queued again (its study backing off) before it fails like any run.",
+        int,
+    ),
+    Setting(
         "MODEL_TIMEOUT_SECONDS",
         120.0,
         "Longest wait for a model provider's answer to one request of a run (the SDK's "
