@@ -413,7 +413,24 @@ def _derived_tables(loader: _Loader) -> int:
     with loader.engine.begin() as connection:
         rows = loader.write_rollups(connection)
         # Other derived tables of the loaded project: filled here, after the roll-ups.
-    return rows
+    return rows + _tool_costs(loader.project_id)
+
+
+def _tool_costs(project_id: int) -> int:
+    """The stored tool costs of every loaded conversation, as the chart (or a refresh) stores
+    them: computed by the same code, in the app's session (the project has no price
+    overrides); the number of rows."""
+    from sqlalchemy import func, select
+
+    from ..db import db
+    from ..models import ConversationToolCost
+    from ..services.attribution_store import refresh_stale
+
+    refresh_stale(project_id, {})
+    where = ConversationToolCost.project_id == project_id
+    rows = db.session.scalar(select(func.count()).select_from(ConversationToolCost).where(where))
+    db.session.commit()
+    return int(rows or 0)
 
 
 def _urls(conversation_id: int) -> list[tuple[str, str]]:
@@ -578,8 +595,9 @@ def growth_table(small: dict[str, Any], large: dict[str, Any]) -> str:
         rows = [(label, a.get((t, label)), v) for (t, label), v in b.items() if t == target]
         n_small = next((s["calls"] for _, s, _ in rows if s), None)
         n_large = rows[0][2]["calls"]
+        sizes = f"{n_small:,} → {n_large:,}" if n_small else f"{n_large:,}"
         lines += [
-            f"**{target}**, {n_small or 0:,} → {n_large:,} calls (p50 ms; growth = large / small)",
+            f"**{target}**, {sizes} calls (p50 ms; growth = large / small)",
             "",
             f"| page | {n_small or 0:,} warm | {n_large:,} warm | {n_large:,} cold "
             "| growth warm | growth cold | targets |",
