@@ -10,9 +10,9 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from dashboard_support import HTMX, csrf_token, dashboard_fixture, page  # noqa: F401
+from dashboard_support import HTMX, count_get, csrf_token, dashboard_fixture, page  # noqa: F401
 from runs_support import RUN_CONFIG, fake_server, work
-from studies_support import CIDS, FRESH, seed
+from studies_support import CIDS, FRESH, seed, start
 from test_api_studies_calls import OTHER, docs_conversation
 
 from webapp.db import db
@@ -248,3 +248,18 @@ def test_without_htmx_the_preview_is_the_whole_page(app, dashboard, seeded):
     assert doc.one('input[name="max_tokens"]').get("value") == "100"  # the form kept
     assert doc.one("#study-preview .study-stats")
     assert FRESH["freshness"] == "off" and len(CIDS) == 4
+
+
+def test_the_list_reads_the_same_statements_however_many_studies(
+    app, dashboard, seeded, count_queries
+):
+    with app.app_context():
+        pid = seeded.project_id
+        db.session.remove()
+    start(app, pid, cids=["orders-1"])
+    one, _ = count_get(dashboard, count_queries, "/studies")
+    for _ in range(3):
+        start(app, pid, cids=["orders-2", "orders-3"])
+    many, response = count_get(dashboard, count_queries, "/studies")
+    assert len(page(response).select(".study-list tbody tr")) == 4
+    assert many == one
