@@ -131,3 +131,26 @@ def test_ten_thousand_calls_open_with_a_small_first_response(
     )
     fragment = dashboard.get(url, headers=HTMX)
     assert len(fragment.data) < FIRST_RESPONSE_LIMIT
+
+
+def test_tool_cost_chart_reads_stored_costs(app, dashboard, project_key, count_queries):
+    """The tool-cost chart sums the stored tool costs: a fixed number of statements whatever the
+    number of conversations once they are stored, and a bounded number more while some are
+    stale (at most INLINE_MAX replayed: their five loads, then their storing)."""
+    from webapp.services import attribution_store
+
+    many_conversations(app, project_key.project_id, 5)
+    small = count_get(dashboard, count_queries, "/tools/charts")[0]
+    many_conversations(app, project_key.project_id, 30, start=5)
+    with count_queries() as counter:
+        assert dashboard.get("/tools/charts").status_code == 200
+    stale = counter.count
+    with app.app_context():
+        attribution_store.refresh_stale(project_key.project_id, {})
+    # The session's project, the projects for the switcher, the price overrides, tool activity
+    # per day (roll-ups), result sizes (two), the stale conversations (none) and the stored
+    # tool costs' sums.
+    assert count_get(dashboard, count_queries, "/tools/charts")[0] == small == 8 + LOGIN_CHECK
+    # Stale (INLINE_MAX of the 30 new ones): their five loads and their pending counts, then the
+    # write (which of them still exist, pending counts again, two deletes, two inserts).
+    assert stale == small + 12, (stale, small)
