@@ -96,7 +96,7 @@ def test_the_conversations_holding_matching_calls(client, seeded):
     [
         ({"status": "bogus"}, "conversations"),
         ({"sort": "time"}, "conversations"),
-        ({"from": "yesterday"}, "conversations.calls.from"),
+        ({"from": "yesterday"}, "conversations"),
         ({"min_ms": -1}, "conversations"),
     ],
 )
@@ -111,3 +111,12 @@ def test_no_matching_call_is_404(client, seeded):
     response = post(client, seeded, {"tool": "never_called"})
     assert response.status_code == 404
     assert "match no conversation" in response.get_json()["error"]["message"]
+
+
+def test_bounds_beyond_every_time_bound_nothing(client, seeded):
+    """`to` 9999-12-31 reaches past the last representable day, and a `from` in year 1 with an
+    offset falls before the first: valid as the schema says, they bound nothing (not a 500)."""
+    for calls in ({"to": "9999-12-31"}, {"from": "0001-01-01T00:00:00+23:59"}):
+        response = post(client, seeded, calls)
+        assert response.status_code == 202, response.get_json()
+        assert response.get_json()["conversations"] == len(CIDS) + 1

@@ -15,7 +15,15 @@ from typing import Annotated, Any, Literal
 
 from flask import after_this_request, g, jsonify
 from flask_openapi3 import Tag
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    create_model,
+)
 
 from ..analytics.filters import RANGES
 from ..db import utcnow
@@ -77,6 +85,28 @@ _CallQuery = Annotated[
 _Count = Annotated[int, Field(ge=0, le=2**53)]
 
 
+def _moment(name: str) -> AfterValidator:
+    """A day or an ISO 8601 time the explorer reads as ``name`` (refused by the schema's
+    validation, like any malformed field, rather than once the body was accepted)."""
+
+    def check(value: str) -> str:
+        try:
+            call_selection.selection_filters({name: value})
+        except call_selection.FilterError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    return AfterValidator(check)
+
+
+# The explorer's `from` and `to` (webapp.api.calls): a date or a date-time.
+_MOMENT = WithJsonSchema(
+    {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+)
+_From = Annotated[str, StringConstraints(max_length=64), _moment("from"), _MOMENT]
+_To = Annotated[str, StringConstraints(max_length=64), _moment("to"), _MOMENT]
+
+
 class CallsFiltersIn(BaseModel):
     """The calls explorer's filters (its query arguments, same names and meaning; no sort)."""
 
@@ -90,10 +120,10 @@ class CallsFiltersIn(BaseModel):
     max_ms: _Count | None = None
     min_bytes: _Count | None = None
     max_bytes: _Count | None = None
-    from_: ShortName | None = Field(
+    from_: _From | None = Field(
         default=None, alias="from", description="A date (2026-03-10) or an ISO 8601 time."
     )
-    to: ShortName | None = Field(default=None, description="A day given as `to` includes it.")
+    to: _To | None = Field(default=None, description="A day given as `to` includes it.")
     range: Literal["1h", "24h", "7d", "30d"] | None = None
 
 
