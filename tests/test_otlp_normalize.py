@@ -10,7 +10,8 @@ import pytest
 
 from tests.otlp_support import make_log, make_span
 from webapp.ingest.otlp import messages as m
-from webapp.ingest.otlp.normalize import classify, normalize_log, normalize_span, raw_attributes
+from webapp.ingest.otlp.genai_logs import normalize_log
+from webapp.ingest.otlp.normalize import classify, normalize_span, raw_attributes
 
 
 def _norm(attributes: dict, **kw) -> dict:

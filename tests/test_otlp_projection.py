@@ -20,7 +20,8 @@ from tests.otlp_support import (
     results_message,
     text,
 )
-from webapp.ingest.otlp.normalize import normalize_log, normalize_span
+from webapp.ingest.otlp.genai_logs import normalize_log
+from webapp.ingest.otlp.normalize import normalize_span
 from webapp.ingest.otlp.projection import CONTENT_NOT_CAPTURED, Options, project
 
 

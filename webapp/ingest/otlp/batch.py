@@ -17,8 +17,9 @@ from typing import Any
 from ...redaction import CompiledRules
 from ...replay.jsonfast import canonical
 from . import json_reader, protobuf_reader, span_events
+from .genai_logs import is_genai_log, normalize_log
 from .messages import DEFAULT_PARSE_LIMIT
-from .normalize import is_genai_log, normalize_log, normalize_span, raw_attributes
+from .normalize import normalize_span, raw_attributes
 from .records import Decoded, LogRecord, Span
 from .redact import masker, redact_log_rows, redact_records, redact_span_rows
 

@@ -14,9 +14,7 @@ Record of a span:
     error, error_text}
 (keys whose value is unknown are left out.)
 
-Record of a log record: event, trace_id, span_id, time_ns, ordinal, and one of
-`input`/`output`/`system` (operation details), `message` (per-message events) or
-`choice_index` + `message` (gen_ai.choice).
+Log records are normalized by `genai_logs`.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from . import span_events, vercel
 from .event_lists import read as read_event_lists
 from .mcp import mcp_record
 from .payloads import callback_arguments, tool_result
-from .records import STATUS_ERROR, LogRecord, Span
+from .records import STATUS_ERROR, Span
 from .turn_keys import is_graph_step
 
 # The conversation-id keys, in precedence order (the setting may put more in front).
@@ -77,14 +75,6 @@ CONTENT_PREFIXES = (
     "llm.output_messages.",
 )
 
-OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
-MESSAGE_EVENTS = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
-}
-CHOICE_EVENT = "gen_ai.choice"
 
 
 def is_content_key(key: str) -> bool:
@@ -475,50 +465,4 @@ def raw_attributes(
             and m.semconv_messages(value, limit) is None
         ):
             out[key] = mask(value)
-    return out
-
-
-# --- Log records -------------------------------------------------------------------------------
-
-
-def is_genai_log(record: LogRecord) -> bool:
-    return record.event_name.startswith("gen_ai.")
-
-
-def normalize_log(
-    record: LogRecord, ordinal: int, limit: int = m.DEFAULT_PARSE_LIMIT
-) -> dict[str, Any]:
-    """The normalized record of one GenAI log record; `ordinal` orders records of one span that
-    share a timestamp (Node stamps in milliseconds)."""
-    out: dict[str, Any] = {
-        "event": record.event_name,
-        "trace_id": record.trace_id,
-        "span_id": record.span_id,
-        "time_ns": record.time_ns,
-        "ordinal": ordinal,
-    }
-    name = record.event_name
-    body = record.body
-    if isinstance(body, str):
-        parsed = m.load_json(body, limit)
-        body = parsed if isinstance(parsed, Mapping) else {"content": body}
-    if not isinstance(body, Mapping):
-        body = {}
-    if name == OPERATION_DETAILS:
-        attrs = record.attributes
-        _put(out, "input", m.semconv_messages(attrs.get("gen_ai.input.messages"), limit))
-        _put(out, "output", m.semconv_messages(attrs.get("gen_ai.output.messages"), limit))
-        _put(out, "system", m.system_instructions(attrs.get("gen_ai.system_instructions"), limit))
-    elif name in MESSAGE_EVENTS:
-        out["message"] = m.chat_message(MESSAGE_EVENTS[name], body, limit)
-    elif name == CHOICE_EVENT:
-        index = body.get("index")
-        out["choice_index"] = index if isinstance(index, int) and not isinstance(index, bool) else 0
-        inner = body.get("message")
-        if isinstance(inner, str):  # Strands: the message's content, as text or JSON blocks
-            inner = {"content": inner}
-        message = m.chat_message("assistant", inner if isinstance(inner, Mapping) else {}, limit)
-        if isinstance(body.get("finish_reason"), str):
-            message["finish_reason"] = body["finish_reason"]
-        out["message"] = message
     return out

@@ -30,8 +30,9 @@ from typing import Any
 from . import mcp
 from . import messages as m
 from .duplicates import one_round_per_call
+from .genai_logs import OPERATION_DETAILS
 from .log_order import log_order
-from .normalize import CONVERSATION_KEYS, OPERATION_DETAILS, head_system_text
+from .normalize import CONVERSATION_KEYS, head_system_text
 from .records import STATUS_ERROR
 from .tool_spans import match as match_tool_span
 from .turn_keys import turn_agent

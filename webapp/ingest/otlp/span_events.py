@@ -7,7 +7,7 @@ the per-message events (`gen_ai.system.message`, `gen_ai.user.message`,
 attributes; with `gen_ai_latest_experimental`, `gen_ai.client.inference.operation.details`
 events, each carrying one or more of `gen_ai.input.messages`, `gen_ai.output.messages` and
 `gen_ai.system_instructions`. Each such event becomes the log record it stands for (its
-attributes are the body and the attributes) and goes through `normalize.normalize_log`; the
+attributes are the body and the attributes) and goes through `genai_logs.normalize_log`; the
 span's messages are then assembled from them as from its log records: operation details
 first, else the per-message events for the input and `gen_ai.choice` for the output.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import normalize as n
+from .genai_logs import CHOICE_EVENT, MESSAGE_EVENTS, OPERATION_DETAILS, normalize_log
 from .records import LogRecord, Span
 
 # The fields of those events that hold content: in the record, not in the raw row.
@@ -32,21 +32,20 @@ CONTENT_FIELDS = frozenset(
 )
 
 
-def _names() -> frozenset[str]:
-    return frozenset({n.OPERATION_DETAILS, n.CHOICE_EVENT, *n.MESSAGE_EVENTS})
+# The events read as log records.
+NAMES = frozenset({OPERATION_DETAILS, CHOICE_EVENT, *MESSAGE_EVENTS})
 
 
 def read_from(record: dict[str, Any], event_name: str) -> bool:
     """Whether an event of this name on the record's span is read into the record."""
-    return record.get("class") in ("llm", "agent") and event_name in _names()
+    return record.get("class") in ("llm", "agent") and event_name in NAMES
 
 
 def event_records(span: Span, limit: int) -> list[dict[str, Any]]:
     """The span's GenAI content events as normalized log records, in event order."""
-    names = _names()
     out = []
     for ordinal, event in enumerate(span.events):
-        if event["name"] not in names:
+        if event["name"] not in NAMES:
             continue
         attributes = event["attributes"]
         record = LogRecord(
@@ -62,7 +61,7 @@ def event_records(span: Span, limit: int) -> list[dict[str, Any]]:
             scope_version=span.scope_version,
             resource=span.resource,
         )
-        out.append(n.normalize_log(record, ordinal, limit))
+        out.append(normalize_log(record, ordinal, limit))
     return out
 
 
@@ -74,7 +73,7 @@ def read(record: dict[str, Any], span: Span, limit: int) -> None:
     events = event_records(span, limit)
     if not events:
         return
-    details = [e for e in events if e["event"] == n.OPERATION_DETAILS]
+    details = [e for e in events if e["event"] == OPERATION_DETAILS]
     if record.get("input") is None:
         found = next((d["input"] for d in details if d.get("input") is not None), None)
         if found is None:
