@@ -1,6 +1,6 @@
-"""One normalized record per GenAI log record (docs/otlp-mapping.md, 'Where messages are
-read'): what the projection reads of log records, and of the span events read as log records
-(`span_events`). Below `normalize` and `span_events`, which both use it.
+"""One normalized record per GenAI log record: what the projection reads of log records, and
+of the span events read as log records (`span_events`); below `normalize` and `span_events`,
+which both use it. Where messages come from: docs/otlp-mapping.md, 'Where messages are read'.
 
 Record of a log record: event, trace_id, span_id, time_ns, ordinal, and one of
 `input`/`output`/`system` (operation details), `message` (per-message events) or
