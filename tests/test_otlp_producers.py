@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from shared_setup import one_at_a_time
 
 from tests.otlp_agents.fake_openai import FINAL_TEXT, USAGE_FIRST, USAGE_SECOND, FakeOpenAI
 from tests.otlp_agents.tools import SYSTEM_PROMPT, USER_PROMPT, get_time, get_weather
+from tests.otlp_agents.venvs import venv_python
 
 AGENTS = Path(__file__).parent / "otlp_agents"
 REQUIREMENTS = AGENTS / "requirements.txt"
@@ -47,30 +47,10 @@ def _stamp(path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def agents_python() -> Path:
-    """The interpreter of the producers' virtualenv, built from the pinned requirements."""
-    home = Path(sys.prefix) / "otlp-agents"
-    if not os.access(sys.prefix, os.W_OK):
-        home = Path(__file__).parent.parent / "test-artifacts" / "otlp-agents"
-    python = home / "bin" / "python"
-    stamp = home / "requirements.sha256"
-    wanted = _stamp(REQUIREMENTS)
-    with one_at_a_time(home):  # the other xdist worker may be building it
-        if not (python.exists() and stamp.exists() and stamp.read_text() == wanted):
-            shutil.rmtree(home, ignore_errors=True)
-            build = subprocess.run(
-                [sys.executable, "-m", "venv", str(home)], capture_output=True, text=True
-            )
-            if build.returncode == 0:
-                build = subprocess.run(
-                    [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
-                    capture_output=True,
-                    text=True,
-                    timeout=900,
-                )
-            if build.returncode != 0:
-                _unavailable(f"cannot install the OTLP producers: {build.stderr[-2000:]}")
-            stamp.write_text(wanted)
-    return python
+    """The interpreter of the producers' virtualenv, built from the pinned requirements once
+    per machine, outside the work tree (tests/otlp_agents/venvs.py): a fresh clone (CI's)
+    reuses it instead of installing it again."""
+    return venv_python(REQUIREMENTS, "agents")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ there pin openai 2), so each family gets a virtualenv of its own, built from
 The virtualenvs live outside the work tree, in `~/.cache/toolscope-test/` (or
 `$TOOLSCOPE_TEST_VENVS`), named after the family and the hash of its pinned file and of the
 Python version: a fresh clone on the same machine (CI's, every run) finds them built instead of
-installing the eight families again (about 1.5 GB, crewai alone a GB; minutes of `pip install`
+installing the eight families again (about 2 GB, crewai alone a GB; minutes of `pip install`
 inside the suite's time). A changed pin is a new name, so a clone with other pins never uses
 a stale one.
 
@@ -51,17 +51,26 @@ def _stamp(path: Path) -> str:
 
 
 def family_home(name: str) -> Path:
-    return CACHE / f"otlp-{name}-{_stamp(FAMILIES / f'{name}.txt')[:16]}"
+    return venv_home(FAMILIES / f"{name}.txt", name)
+
+
+def venv_home(requirements: Path, name: str) -> Path:
+    return CACHE / f"otlp-{name}-{_stamp(requirements)[:16]}"
 
 
 def family_python(name: str) -> Path:
     """The interpreter of the family's virtualenv, built (or rebuilt) from its pinned file."""
-    from shared_setup import one_at_a_time
-
     requirements = FAMILIES / f"{name}.txt"
     if not requirements.exists():
         raise FileNotFoundError(requirements)
-    home = family_home(name)
+    return venv_python(requirements, name)
+
+
+def venv_python(requirements: Path, name: str) -> Path:
+    """The interpreter of a virtualenv built from `requirements` (pinned), once per machine."""
+    from shared_setup import one_at_a_time
+
+    home = venv_home(requirements, name)
     python = home / "bin" / "python"
     stamp = home / "requirements.sha256"
     wanted = _stamp(requirements)
