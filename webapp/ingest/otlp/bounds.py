@@ -119,6 +119,19 @@ def _json_size(value: Any) -> int:
         return len(repr(value))
 
 
+def _parts_size(parts: list[tuple[str, Any]]) -> int:
+    """The sum of each item's `_json_size` plus its place and 4, as `_budget` counts it: one
+    JSON text of all the items, less its brackets and commas, rather than one per item."""
+    items = [item for _place, item in parts]
+    try:
+        text = dumps(items, allow_nan=False)
+    except ValueError:  # NaN somewhere: item by item, as `_json_size` measures it
+        size = sum(map(_json_size, items))
+    else:
+        size = len(text.encode("utf-8", "surrogatepass")) - 2 - max(len(items) - 1, 0)
+    return size + sum(len(place) + 4 for place, _item in parts)
+
+
 def _budget(parts: list[tuple[str, Any]], limit: int, cuts: _Cuts) -> list[bool]:
     """Which items fit in `limit` bytes, taken in order; the others are noted as left out."""
     kept, used = [], 0
@@ -133,10 +146,46 @@ def _budget(parts: list[tuple[str, Any]], limit: int, cuts: _Cuts) -> list[bool]
     return kept
 
 
+def _short(value: Any, limit: int) -> bool:
+    """Whether no string in `value` (keys included) can be over `limit` UTF-8 bytes, from one
+    JSON text of it: no string is longer than the text, nor over 4 bytes a character. Most
+    rows are, and walking them string by string cost more than the rest of the bounds."""
+    try:
+        return len(dumps(value)) * 4 <= limit
+    except (TypeError, ValueError):
+        return False
+
+
+_RAW_TEXTS = ("name", "status_message", "scope_name", "scope_version", "service_name")
+
+
 def _bound_raw(row: Any, limits: Limits, cuts: _Cuts) -> None:
     """A span row's raw part: strings cut, then the whole kept within `raw_bytes`."""
     limit = limits.attribute_bytes
-    for name in ("name", "status_message", "scope_name", "scope_version", "service_name"):
+    raw = [
+        getattr(row, name) for name in (*_RAW_TEXTS, "resource", "attributes", "events", "links")
+    ]
+    if not _short(raw, limit):
+        _cut_raw(row, limit, cuts)
+    parts = (
+        [(f"attributes.{k}", v) for k, v in row.attributes.items()]
+        + [(f"events.{i}", e) for i, e in enumerate(row.events)]
+        + [(f"links.{i}", link) for i, link in enumerate(row.links)]
+        + [(f"resource.{k}", v) for k, v in row.resource.items()]
+    )
+    if _parts_size(parts) <= limits.raw_bytes:
+        return
+    # Room for the marker itself, which lists at most MAX_MARKED places.
+    kept = iter(_budget(parts, max(0, limits.raw_bytes - 8_192), cuts))
+    row.attributes = {k: v for k, v in row.attributes.items() if next(kept)}
+    row.events = [e for e in row.events if next(kept)]
+    row.links = [link for link in row.links if next(kept)]
+    row.resource = {k: v for k, v in row.resource.items() if next(kept)}
+
+
+def _cut_raw(row: Any, limit: int, cuts: _Cuts) -> None:
+    """Every string of a span row's raw part cut to `limit`."""
+    for name in _RAW_TEXTS:
         setattr(row, name, _text(getattr(row, name), limit, name, cuts))
     row.resource = _mapping(row.resource, limit, "resource", cuts)
     row.attributes = _mapping(row.attributes, limit, "attributes", cuts)
@@ -152,20 +201,6 @@ def _bound_raw(row: Any, limits: Limits, cuts: _Cuts) -> None:
         {**link, "attributes": _mapping(link["attributes"], limit, f"links.{i}.attributes", cuts)}
         for i, link in enumerate(row.links)
     ]
-    parts = (
-        [(f"attributes.{k}", v) for k, v in row.attributes.items()]
-        + [(f"events.{i}", e) for i, e in enumerate(row.events)]
-        + [(f"links.{i}", link) for i, link in enumerate(row.links)]
-        + [(f"resource.{k}", v) for k, v in row.resource.items()]
-    )
-    if sum(_json_size(item) + len(place) + 4 for place, item in parts) <= limits.raw_bytes:
-        return
-    # Room for the marker itself, which lists at most MAX_MARKED places.
-    kept = iter(_budget(parts, max(0, limits.raw_bytes - 8_192), cuts))
-    row.attributes = {k: v for k, v in row.attributes.items() if next(kept)}
-    row.events = [e for e in row.events if next(kept)]
-    row.links = [link for link in row.links if next(kept)]
-    row.resource = {k: v for k, v in row.resource.items() if next(kept)}
 
 
 _RESULT_KEYS = {("tool_call_response", "response")}
@@ -207,17 +242,19 @@ def bound_batch(batch: Batch, limits: Limits) -> None:
     total = 0
     for row in batch.spans:
         cuts = _Cuts()
-        _bound_record(row.record, limits.result_bytes, "record", cuts)
+        if not _short(row.record, limits.result_bytes):
+            _bound_record(row.record, limits.result_bytes, "record", cuts)
         _bound_raw(row, limits, cuts)
         if cuts.count:
             row.attributes = {**row.attributes, MARKER: cuts.marker()}
             total += cuts.count
     for log in batch.logs:
         cuts = _Cuts()
-        _bound_record(log.record, limits.result_bytes, "record", cuts)
+        if not _short(log.record, limits.result_bytes):
+            _bound_record(log.record, limits.result_bytes, "record", cuts)
         log.attributes = _mapping(log.attributes, limits.attribute_bytes, "attributes", cuts)
         parts = [(f"attributes.{k}", v) for k, v in log.attributes.items()]
-        if sum(_json_size(v) + len(p) + 4 for p, v in parts) > limits.raw_bytes:
+        if _parts_size(parts) > limits.raw_bytes:
             kept = iter(_budget(parts, max(0, limits.raw_bytes - 8_192), cuts))
             log.attributes = {k: v for k, v in log.attributes.items() if next(kept)}
         if cuts.count:
