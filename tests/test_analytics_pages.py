@@ -19,6 +19,7 @@ from webapp.analytics.project_charts import PROJECT_CHARTS
 from webapp.db import db
 from webapp.models import Project, ServiceCall
 from webapp.services import attribution_store
+from webapp.views.charts import project_overrides
 
 MARCH = {"from": "2025-03-01", "to": "2025-03-31"}
 
@@ -337,7 +338,8 @@ def test_query_counts_do_not_grow_with_the_data(
             )
             simple_conversation(seeded.project_id, f"later-{i}", at=DAY2 + timedelta(hours=i))
     with app.app_context():  # the stored tool costs caught up (the chart does, INLINE_MAX a time)
-        attribution_store.refresh_stale(seeded.project_id, {})
+        overrides = project_overrides(seeded.project_id)[1]
+        attribution_store.refresh_stale(seeded.project_id, overrides)
     after = [statements(dashboard, count_queries, u, p) for u, p in urls]
     assert after == before
     # costs.json: project, its overrides, daily usage, tool activity (both from the

@@ -12,6 +12,7 @@ SQLite and on PostgreSQL.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
@@ -30,6 +31,7 @@ from webapp.analytics.filters import ChartFilters
 from webapp.analytics.tool_costs import billed_inputs, merge_attributions, tool_attribution
 from webapp.db import db, utcnow
 from webapp.models import Conversation, ConversationAttribution, ConversationToolCost
+from webapp.pricing import PriceOverride
 from webapp.queries import analytics
 from webapp.services import attribution_store as store
 from webapp.views import charts
@@ -57,11 +59,11 @@ def _filters(since: datetime) -> ChartFilters:
     return ChartFilters(since.date(), utcnow().date(), range="24h", since=since)
 
 
-def _replayed(project_id: int, f: ChartFilters) -> list:
+def _replayed(project_id: int, f: ChartFilters, overrides: dict | None = None) -> list:
     """The old chart: every conversation active in the period replayed, then merged."""
     ids, _total = analytics.active_conversation_ids(project_id, f, 10_000)
     loaded = analytics.load_conversations(project_id, ids)
-    prices = store.prices_for({}, loaded)
+    prices = store.prices_for(overrides or {}, loaded)
     parts = [
         tool_attribution(
             store.context_of(conv),
@@ -97,7 +99,7 @@ def _stored_pieces(conversation_id: int) -> dict:
 
 def _assert_fresh_rows_true(project_id: int) -> None:
     """Every conversation not reported stale holds what a recomputation gives."""
-    stale, _n = store.stale_conversations(project_id, None, 10_000)
+    stale, _n = store.stale_conversations(project_id, None, 10_000, store.prices_key({}))
     stale_ids = {i for i, _ in stale}
     revisions = dict(
         db.session.execute(
@@ -112,9 +114,7 @@ def _assert_fresh_rows_true(project_id: int) -> None:
             (hour, row["function_name"]): tuple(
                 row[n] for n in (*store._SUMS, "cost_femto", "estimated_femto")
             )
-            for hour, row in (
-                (r["bucket"], r) for r in store._rows(project_id, computed)
-            )
+            for hour, row in ((r["bucket"], r) for r in store._rows(project_id, computed))
         }
         assert _stored_pieces(computed.conversation_id) == want, computed.conversation_id
 
@@ -190,3 +190,20 @@ def test_the_chart_says_when_figures_are_pending(app, client, project_key, monke
             got, notes = charts.project_attribution(project_key.project_id, {}, f)
         assert got == want
         assert not [n for n in notes if n.startswith("Partial")]
+
+
+def test_other_price_overrides_make_the_stored_costs_stale(app, client, project_key):
+    """Costs stored with the project's former price overrides are computed again."""
+    _reset(app)
+    for conv in range(2):
+        _apply(app, client, project_key, ("native", conv, 0, 4, True, False))
+    overrides = {"gpt-4o": PriceOverride(Decimal(7), Decimal(9))}
+    with app.app_context():
+        store.refresh_stale(project_key.project_id, {})
+        f = _filters(BASE)
+        want = _replayed(project_key.project_id, f, overrides)
+        assert want != _replayed(project_key.project_id, f)
+        db.session.commit()
+        for _ in range(2):
+            got, _notes = charts.project_attribution(project_key.project_id, overrides, f)
+            assert got == want

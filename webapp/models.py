@@ -394,8 +394,9 @@ class ModelRollup(db.Model):
 
 
 class ConversationAttribution(db.Model):
-    """Which revision of a conversation its stored tool costs were computed from, and whether
-    some of its token counts were still pending then (webapp.services.attribution_store)."""
+    """Which revision of a conversation (and price overrides) its stored tool costs were
+    computed from, and whether some of its token counts were still pending then
+    (webapp.services.attribution_store)."""
 
     __tablename__ = "conversation_attribution"
 
@@ -405,6 +406,8 @@ class ConversationAttribution(db.Model):
     project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
     revision: Mapped[int] = mapped_column(BigInteger)
     pending_counts: Mapped[bool] = mapped_column(Boolean)
+    # A digest of the price overrides the costs were computed with (another: stale).
+    prices: Mapped[str] = mapped_column(String(64))
 
 
 class ConversationToolCost(db.Model):

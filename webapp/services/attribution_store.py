@@ -6,7 +6,8 @@ The attribution of a conversation depends on all of it (a result is paid for by 
 call that re-sends it) and on token counts the token pass fills in later, so it is recomputed
 whole, never patched. Writes do nothing for it: every write that changes what the replay reads
 bumps ``conversation.revision``, and a stored attribution whose revision is not the
-conversation's is stale. The token pass marks stale (revision -1,
+conversation's is stale; so is one computed with other price overrides of the project
+(``prices``, a digest of them). The token pass marks stale (revision -1,
 :func:`webapp.ingest.attribution.mark_counted`) the conversations computed while some of their
 counts were pending. A delete or purge of a conversation takes its rows by cascade.
 
@@ -23,6 +24,7 @@ range add up to the range's attribution. Costs are stored in femto-USD, rounded 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,6 +64,7 @@ __all__ = [
     "Computed",
     "compute",
     "edge_conversations",
+    "prices_key",
     "refresh",
     "refresh_stale",
     "stale_conversations",
@@ -91,7 +94,13 @@ class Computed:
     conversation_id: int
     revision: int
     pending_counts: bool
+    prices: str
     pieces: dict[datetime, dict[str, ToolAttribution]]
+
+
+def prices_key(overrides: Mapping[str, PriceOverride]) -> str:
+    """A digest of the project's price overrides, which the stored costs were computed with."""
+    return hashlib.sha256(repr(sorted(overrides.items())).encode()).hexdigest()[:32]
 
 
 def prices_for(
@@ -145,16 +154,20 @@ def active_conditions(project_id: int, f: ChartFilters) -> list[ColumnElement[bo
 
 
 def stale_conversations(
-    project_id: int, f: ChartFilters | None, limit: int
+    project_id: int, f: ChartFilters | None, limit: int, prices: str
 ) -> tuple[list[tuple[int, int]], int]:
     """(id, revision) of the covered conversations whose stored attribution is missing or out
-    of date, most recently active first, at most ``limit``; and how many there are."""
+    of date (another revision, other price overrides), most recently active first, at most
+    ``limit``; and how many there are."""
     conditions = active_conditions(project_id, f) if f else [C.project_id == project_id]
     total = func.count().over().label("total")
     rows = db.session.execute(
         select(C.id, C.revision, total)
         .outerjoin(A, A.conversation_id == C.id)
-        .where(*conditions, or_(A.conversation_id.is_(None), A.revision != C.revision))
+        .where(
+            *conditions,
+            or_(A.conversation_id.is_(None), A.revision != C.revision, A.prices != prices),
+        )
         .order_by(C.updated_at.desc(), C.id.desc())
         .limit(limit)
     ).all()
@@ -225,11 +238,13 @@ def compute(
         loaded = load_conversations(project_id, ids)
     pending = pending_counts(ids)
     prices = prices_for(overrides, loaded)
+    key = prices_key(overrides)
     return [
         Computed(
             conv.id,
             revisions[conv.id],
             conv.id in pending,
+            key,
             attribution_by_hour(
                 context_of(conv), prices, billed_inputs(conv.history, conv.costs, prices)
             ),
@@ -277,6 +292,7 @@ def store(project_id: int, computed: Sequence[Computed]) -> None:
                 "project_id": project_id,
                 "revision": -1 if counted_since else c.revision,
                 "pending_counts": c.pending_counts,
+                "prices": c.prices,
             }
         )
         rows.extend(_rows(project_id, c))
@@ -299,7 +315,7 @@ def refresh_stale(project_id: int, overrides: Mapping[str, PriceOverride], batch
     """Bring every stored attribution of the project up to date; how many were computed."""
     done = 0
     while True:
-        stale, _total = stale_conversations(project_id, None, batch)
+        stale, _total = stale_conversations(project_id, None, batch, prices_key(overrides))
         if not stale:
             db.session.commit()
             return done

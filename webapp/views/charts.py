@@ -125,7 +125,8 @@ def project_attribution(
     """Stored pieces of the whole hours in the period, summed; replayed here: the stale
     conversations (stored again for the next request) and those active in the partial hour a
     range starts in, at most ``INLINE_MAX`` of them."""
-    stale, n_stale = store.stale_conversations(project_id, f, store.INLINE_MAX)
+    key = store.prices_key(overrides)
+    stale, n_stale = store.stale_conversations(project_id, f, store.INLINE_MAX, key)
     hours_from = f.start
     edge: list[int] = []
     n_edge = 0

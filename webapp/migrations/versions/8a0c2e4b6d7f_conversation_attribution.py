@@ -30,6 +30,7 @@ def upgrade():
         sa.Column('project_id', sa.Integer(), nullable=False),
         sa.Column('revision', sa.BigInteger(), nullable=False),
         sa.Column('pending_counts', sa.Boolean(), nullable=False),
+        sa.Column('prices', sa.String(length=64), nullable=False),
         sa.ForeignKeyConstraint(
             ['conversation_id'], ['conversation.id'],
             name=op.f('fk_conversation_attribution_conversation_id_conversation'),
