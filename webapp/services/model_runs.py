@@ -454,11 +454,15 @@ def _release(runs: dict[str, str]) -> int:
     return released
 
 
+# Made once: an alias builds its column collection anew each time (~10 ms of Python a claim).
+_STUDY_RUN = RUN.alias("study_run")
+
+
 def _open_study(now: datetime, study_id: str | None = None, *, whole: bool = True) -> Any:
     """The run's study (``study_id``: that study) is preparing or running, not backed off
     after a 429, and has fewer runs ``running`` than its concurrency (docs/runs.md,
     'Studies'); ``whole=False``: the study row's own condition, without the count."""
-    inner = RUN.alias("study_run")
+    inner = _STUDY_RUN
     running = (
         select(func.count())
         .select_from(inner)
