@@ -16,9 +16,12 @@ got. Against it, through the real `openai` SDK and the app's own run worker:
   time on a loaded machine);
 * **study**: 1,000 conversations (two turns each) and a
   study of two replay policies over them (``POST /api/v1/studies``, concurrency 8) worked by a
-  run worker of 8 threads: the time from the POST to the study's end, and the runs counted:
-  every run succeeded, none started twice (``attempts`` is 1 for each), and the fake got
-  exactly one request per run (none lost, none executed twice).
+  run worker of 8 threads: the time from the POST to the study's end (the POST's own time
+  apart: it stores the study, the worker prepares its runs), and the runs counted: every run
+  succeeded, none started twice (``attempts`` is 1 for each), and the fake got exactly one
+  request per run (none lost, none executed twice); and the conversation list's and a
+  conversation page's times (p50/p95), read one after the other before the study and while it
+  runs.
 
 SQLite by default (``--only runs``), on the run's scratch database.
 """
@@ -303,10 +306,12 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
         messages = _turn(f"Where is order A{n}?", 2, "a") + _turn("Is it there yet?", 2, "b")
         _import(client, headers, cid, messages)
     before = fake.requests
+    pages = _Pages(app, cids[0], f"{ctx.run_id}-runs-study")
+    idle = pages.sample(PAGE_SAMPLES)  # the pages' usual times, before the study
     worker = RunWorker(threads=STUDY_CONCURRENCY, poll_seconds=0.2)
     worker.start(app)
     try:
-        begun = time.perf_counter()
+        begun, cpu_begun = time.perf_counter(), time.process_time()
         body = {
             "connection": "fake",
             "conversations": cids,
@@ -318,16 +323,19 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
             raise RuntimeError(f"study POST: {response.status_code} {response.get_data()[:300]}")
         posted = time.perf_counter() - begun
         study_id = response.get_json()["id"]
+        pages.start()  # the pages read while the study runs
         deadline = time.monotonic() + STUDY_TIMEOUT_SECONDS
         while True:
             study = client.get(f"/api/v1/studies/{study_id}", headers=headers).get_json()
-            if study["status"] != "running":
+            if study["status"] not in ("preparing", "running"):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"study still running after {STUDY_TIMEOUT_SECONDS:.0f} s")
             time.sleep(0.1)
         seconds = time.perf_counter() - begun
+        cpu = time.process_time() - cpu_begun
     finally:
+        busy = pages.stop()
         worker.stop()
     with app.app_context():
         stmt = (
@@ -347,9 +355,12 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
     )
     text = (
         f"{conversations:,} conversations, {total:,} runs in {seconds:.1f} s ({ok}; the POST "
-        f"with its estimate {posted:.1f} s); {succeeded:,} succeeded, {sent:,} requests to the "
+        f"with its estimate {posted:.1f} s; CPU of this process, all its threads: {cpu:.1f} s, "
+        f"{1000 * cpu / max(total, 1):.1f} ms a run); {succeeded:,} succeeded, {sent:,} "
+        "requests to the "
         f"model, at most {fake.max_in_flight} at once, no run started twice: "
-        f"{'yes' if counted else 'NO'}"
+        f"{'yes' if counted else 'NO'}; pages p50/p95 before → during: "
+        + "; ".join(f"{name} {_ms(idle[name])} → {_ms(busy[name])}" for name in sorted(idle))
     )
     ctx.say(f"  study: {text}")
     values = {
@@ -361,8 +372,19 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
         "max_in_flight": fake.max_in_flight,
         "seconds": round(seconds, 2),
         "post_seconds": round(posted, 2),
+        "cpu_seconds": round(cpu, 2),
         "agree": study["report"]["agree"] if study.get("report") else None,
         "none_lost_or_twice": counted,
+        "pages_ms": {
+            name: {
+                "before_p50": round(statistics.median(idle[name]), 1),
+                "before_p95": round(_p(idle[name], 0.95), 1),
+                "during_p50": round(statistics.median(busy[name]), 1) if busy[name] else None,
+                "during_p95": round(_p(busy[name], 0.95), 1) if busy[name] else None,
+                "during_n": len(busy[name]),
+            }
+            for name in sorted(idle)
+        },
         "target_seconds": TARGET_STUDY_SECONDS,
     }
     return Figure(
@@ -372,3 +394,77 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
         values,
         text,
     )
+
+
+PAGE_SAMPLES = 20
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return f"{statistics.median(values):.0f}/{_p(values, 0.95):.0f} ms"
+
+
+class _Pages:
+    """The dashboard's conversation list and one conversation page, read one after the other
+    by a thread of this process (as a user clicking about) while the study runs, each read
+    timed: through the app's test client (DEV, no login from loopback), on the same
+    database, in the same process as the run worker's threads (so the GIL is shared too)."""
+
+    def __init__(self, app: Any, cid: str, project: str) -> None:
+        from sqlalchemy import select
+
+        from .. import create_app
+        from ..db import db
+        from ..models import Conversation
+
+        config = dict(app.config)
+        with app.app_context():
+            row_id = db.session.scalar(
+                select(Conversation.id).where(Conversation.external_id == cid)
+            )
+            db.session.remove()
+        self.client = create_app(
+            {
+                "DATABASE_URL": config["DATABASE_URL"],
+                "SECRET_KEY": "bench",
+                "RUN_WORKERS": 0,
+                "DEV": True,
+                "DEFAULT_PROJECT": project,  # the study's project, without a switch
+            }
+        ).test_client()
+        self.urls = {
+            "conversation list": "/conversations",
+            "conversation page": f"/conversations/{row_id}",
+        }
+        self.times: dict[str, list[float]] = {name: [] for name in self.urls}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _get(self, name: str) -> float:
+        begun = time.perf_counter()
+        response = self.client.get(self.urls[name])
+        took = (time.perf_counter() - begun) * 1000
+        if response.status_code != 200:
+            raise RuntimeError(f"{self.urls[name]}: {response.status_code}")
+        return took
+
+    def sample(self, n: int) -> dict[str, list[float]]:
+        for name in self.urls:
+            self._get(name)  # warm
+        return {name: [self._get(name) for _ in range(n)] for name in self.urls}
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for name in self.urls:
+                self.times[name].append(self._get(name))
+            self._stop.wait(0.1)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, list[float]]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+        return self.times
