@@ -312,15 +312,18 @@ def refresh(
 
 
 def refresh_stale(project_id: int, overrides: Mapping[str, PriceOverride], batch: int = 200) -> int:
-    """Bring every stored attribution of the project up to date; how many were computed."""
-    done = 0
+    """Bring every stored attribution of the project up to date; how many were computed. Stops
+    when a batch comes back unchanged (a conversation the loader cannot read, or one the token
+    pass keeps counting), which the chart then replays."""
+    done, previous = 0, None
     while True:
         stale, _total = stale_conversations(project_id, None, batch, prices_key(overrides))
-        if not stale:
+        if not stale or stale == previous:
             db.session.commit()
             return done
         refresh(project_id, dict(stale), overrides)
         done += len(stale)
+        previous = stale
 
 
 # --- reading ----------------------------------------------------------------------------------
