@@ -328,6 +328,11 @@ def test_the_api_lists_the_same_calls_with_both_conversation_ids(
     bad = client.get("/api/v1/calls?max_bytes=-1", headers=project_key.headers)
     assert bad.status_code == 422
     assert client.get("/api/v1/calls").status_code == 401
+    # Bounds at the calendar's edges bound nothing rather than overflow into a 500.
+    for edge in ("to=9999-12-31", "to=9999-12-31T23:59:59-05:00"):
+        edged = client.get(f"/api/v1/calls?limit=50&{edge}", headers=project_key.headers)
+        assert edged.status_code == 200, edge
+        assert len(edged.get_json()["data"]) == 5, edge
 
 
 @pytest.mark.parametrize("selective", [100_000, 0])

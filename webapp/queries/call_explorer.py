@@ -169,9 +169,13 @@ def _moment(args: Mapping[str, str], name: str, end: bool) -> datetime | None:
             start = datetime.combine(day, time.min, tzinfo=UTC)
             return start + timedelta(days=1) if end else start
         value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
     except ValueError:
         raise FilterError(name, "must be a date (2026-03-10) or an ISO 8601 timestamp") from None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        # The end of 9999-12-31, or a time whose UTC falls outside years 1-9999: a bound at
+        # the edge of the calendar bounds nothing (every stored call lies inside it).
+        return None
 
 
 def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> CallFilters:
