@@ -24,6 +24,7 @@ import os
 import queue
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 from .load import START_TIMEOUT_SECONDS, LoadResult, WorkerResult
@@ -369,6 +370,24 @@ def _run_clients(
     return results
 
 
+def _token_pass_cpu(before: dict[int, float], master_pid: int | None) -> float:
+    """CPU seconds the token pass process spent since `before`: part of the server's CPU (it
+    counts the stored calls' tokens, mostly those of the load before, 30 s behind)."""
+    from ..token_process import MODULE
+
+    if not master_pid:
+        return 0.0
+    spent = 0.0
+    for pid, seconds in worker_cpu_seconds(master_pid).items():
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone
+        if pid != master_pid and MODULE.encode() in command:
+            spent += seconds - before.get(pid, 0.0)
+    return spent
+
+
 def _stored_spans(database_url: str | None, service: str) -> int | None:
     if database_url is None:
         return None
@@ -442,9 +461,12 @@ def _measure(ctx: BenchContext, shape: str) -> Figure:
     if server_cpu:
         values["server_cores_busy"] = round(sum(server_cpu) / wall, 2)
         values["spans_per_server_cpu_second"] = round(spans / sum(server_cpu), 1)
+        token_cpu = _token_pass_cpu(cpu_before, ctx.server.pid)
+        values["token_pass_cpu_share"] = round(token_cpu / sum(server_cpu), 3)
         text += (
             f"   server: {values['server_cores_busy']:.2f} cores busy,"
             f" {values['spans_per_server_cpu_second']:,.0f} spans per CPU-second"
+            f" ({values['token_pass_cpu_share']:.0%} of it the token pass)"
         )
     stored = _stored_spans(ctx.server_database_url, service)
     if stored is not None:
