@@ -26,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     event,
     false,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -147,6 +148,19 @@ class ToolInvocation(db.Model):
         Index(None, "project_id", "function_name"),
         # The calls explorer lists a project's calls newest first and pages by (time, id).
         Index(None, "project_id", "created_at", "id"),
+        # The explorer's status=error: its capped count and its page read only the errors
+        # (issue 24). The condition is the explorer's own text (call_explorer.status_conditions:
+        # ``is_(True)``), or neither planner would prove the query implies it.
+        Index(
+            "ix_tool_invocation_error",
+            "project_id",
+            "created_at",
+            "id",
+            sqlite_where=text("is_error IS 1"),
+            postgresql_where=text("is_error IS true"),
+        ),
+        # The tool usage page walks a tool's calls newest first (issue 24).
+        Index(None, "project_id", "function_name", "created_at", "id"),
     )
 
     id: Mapped[int] = mapped_column(RowId, primary_key=True)
