@@ -355,9 +355,9 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
     )
     text = (
         f"{conversations:,} conversations, {total:,} runs in {seconds:.1f} s ({ok}; the POST "
-        f"with its estimate {posted:.1f} s; CPU of this process, all its threads: {cpu:.1f} s, "
-        f"{1000 * cpu / max(total, 1):.1f} ms a run); {succeeded:,} succeeded, {sent:,} "
-        "requests to the "
+        f"with its estimate {posted:.1f} s; CPU of this process {cpu:.1f} s, of which the page "
+        f"reads {pages.cpu:.1f} s: {1000 * (cpu - pages.cpu) / max(total, 1):.1f} ms a run); "
+        f"{succeeded:,} succeeded, {sent:,} requests to the "
         f"model, at most {fake.max_in_flight} at once, no run started twice: "
         f"{'yes' if counted else 'NO'}; pages p50/p95 before → during: "
         + "; ".join(f"{name} {_ms(idle[name])} → {_ms(busy[name])}" for name in sorted(idle))
@@ -373,6 +373,7 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
         "seconds": round(seconds, 2),
         "post_seconds": round(posted, 2),
         "cpu_seconds": round(cpu, 2),
+        "pages_cpu_seconds": round(pages.cpu, 2),
         "agree": study["report"]["agree"] if study.get("report") else None,
         "none_lost_or_twice": counted,
         "pages_ms": {
@@ -397,6 +398,8 @@ def _study(ctx: BenchContext, app: Any, fake: FakeModel, conversations: int) -> 
 
 
 PAGE_SAMPLES = 20
+# Between two rounds of page reads while the study runs (a user reading, not a load test).
+PAGE_PAUSE_SECONDS = 0.5
 
 
 def _ms(values: list[float]) -> str:
@@ -440,6 +443,7 @@ class _Pages:
         self.times: dict[str, list[float]] = {name: [] for name in self.urls}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.cpu = 0.0  # the page reads' own CPU (this thread's), apart from the study's
 
     def _get(self, name: str) -> float:
         begun = time.perf_counter()
@@ -455,10 +459,12 @@ class _Pages:
         return {name: [self._get(name) for _ in range(n)] for name in self.urls}
 
     def _loop(self) -> None:
+        begun = time.thread_time()
         while not self._stop.is_set():
             for name in self.urls:
                 self.times[name].append(self._get(name))
-            self._stop.wait(0.1)
+            self._stop.wait(PAGE_PAUSE_SECONDS)
+        self.cpu = time.thread_time() - begun
 
     def start(self) -> None:
         self._thread.start()
