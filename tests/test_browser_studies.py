@@ -20,6 +20,8 @@ from browser_support import (  # noqa: F401  (fixtures)
 from runs_support import RUN_CONFIG, fake_server, work
 from studies_support import seed, start
 
+from webapp.db import db
+from webapp.services import studies
 from webapp.services.run_worker import RunWorker
 
 pytestmark = [pytest.mark.browser, SQLITE_ONLY]
@@ -71,6 +73,9 @@ def test_cancel_a_study_from_its_page(app, tab, project_key, fake, scheme):
     page, watch = tab
     seed(app, project_key.project_id, fake)
     study_id = start(app, project_key.project_id, b="recorded")
+    with app.app_context():  # its runs queued by the worker's preparation, none sent
+        studies.prepare_next()
+        db.session.remove()
     page.goto(f"/studies/{study_id}")
     part = page.locator("#study-progress")
     part.get_by_role("button", name="Cancel the study").click()
