@@ -102,9 +102,9 @@ def test_call_detail_and_tools_pages_do_not_grow(app, dashboard, project_key, co
     # percentiles come from the roll-ups' sketches instead, one statement more, whatever the size.
     tools = count_get(dashboard, count_queries, "/tools")[0]
     assert (tools_small, tools) == (4 + LOGIN_CHECK, 5 + LOGIN_CHECK)
-    # The tool's statistics (two queries) and its conversations.
+    # The tool's statistics (two queries), its conversations and how far their walk went.
     tool = count_get(dashboard, count_queries, "/tools/usage?name=tool_1")[0]
-    assert tool == tool_small == 5 + LOGIN_CHECK
+    assert tool == tool_small == 6 + LOGIN_CHECK
     # Keys, rules, channels, model connections.
     assert count_get(dashboard, count_queries, "/settings")[0] == settings_small == 6 + LOGIN_CHECK
     # The Costs page belongs to the analytics module; it must not grow either.

@@ -114,3 +114,65 @@ def test_error_rates_are_red_only_from_the_alert_threshold(app, dashboard, proje
     assert rate_cell.select("span")[0].get("class") == "text-warn"
     assert "0.5%" in rate_cell.text
     assert not any(c.select(".text-error") for c in cells["tool_1"])
+
+
+def test_drill_down_walks_only_the_tools_recent_calls(app, dashboard, project_key, monkeypatch):
+    """The conversations are found among the tool's most recent calls (issue 24: grouping every
+    call of the tool grew with them), page after page; each one's calls are all counted."""
+    from webapp.queries import tool_stats
+
+    # The big conversation's 4 calls are made at one instant: a walk of 5 gets past them.
+    monkeypatch.setattr(tool_stats, "RECENT_CALLS", 5)
+    with data(app):
+        for i in range(6):
+            latency_conversation(project_key.project_id, f"c{i}", [1.0])
+        latency_conversation(project_key.project_id, "big", [1.0, 2.0, 3.0, 4.0])
+    seen: list[dict] = []
+    url = "/tools/usage.json?name=fetch"
+    for _ in range(20):
+        body = dashboard.get(url).get_json()
+        seen += body["conversations"]
+        if not body["has_more"]:
+            break
+        url = f"/tools/usage.json?name=fetch&cursor={body['next_cursor']}"
+    assert len(seen) == len({c["conversation_id"] for c in seen}) == 7
+    big = next(c for c in seen if c["external_id"] == "big")
+    assert (big["calls"], big["errors"]) == (4, 1)
+    assert [c["last_used"] for c in seen] == sorted((c["last_used"] for c in seen), reverse=True)
+
+
+def test_drill_down_reads_calls_by_index(app, project_key):
+    """The conversations' query walks the tool's index and the chosen conversations' messages:
+    no full scan of tool_invocation, on either database."""
+    from sqlalchemy import event
+
+    from webapp.queries.tool_stats import conversations_using
+
+    with data(app):
+        latency_conversation(project_key.project_id, "a", [1.0, 2.0])
+    with app.app_context():
+        sent: list[tuple[str, object]] = []
+
+        def capture(_conn, _cursor, statement, parameters, *_):
+            sent.append((statement, parameters))
+
+        event.listen(db.engine, "before_cursor_execute", capture)
+        try:
+            for after in (None, (datetime.now(UTC), 1)):
+                conversations_using(project_key.project_id, "fetch", after, 50)
+        finally:
+            event.remove(db.engine, "before_cursor_execute", capture)
+        connection = db.session.connection()
+        postgresql = connection.dialect.name == "postgresql"
+        if postgresql:
+            connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        for statement, parameters in sent:
+            prefix = "EXPLAIN " if postgresql else "EXPLAIN QUERY PLAN "
+            plan = "\n".join(
+                str(row[-1]) for row in connection.exec_driver_sql(prefix + statement, parameters)
+            )
+            assert "Seq Scan on tool_invocation" not in plan, plan
+            assert not [
+                line for line in plan.splitlines() if line.strip() == "SCAN tool_invocation"
+            ], plan
+        db.session.rollback()

@@ -192,6 +192,14 @@ class ToolConversation:
     last_used: datetime
 
 
+# The conversations of the tool usage page are found among this many of the tool's calls, the
+# most recent (before the cursor): the page reads at most these, whatever the tool's number of
+# calls (issue 24: grouping all of them grew x3 on SQLite, x5 on PostgreSQL, 100k to 1M calls).
+RECENT_CALLS = 5_000
+# A cursor's id above any conversation's: the next page starts with the calls at its time.
+_AFTER_EVERY_ID = 2**31 - 1  # conversation.id is a 32-bit column
+
+
 def conversations_using(
     project_id: int,
     function_name: str,
@@ -200,9 +208,39 @@ def conversations_using(
     *,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> tuple[list[ToolConversation], bool]:
-    """Conversations that called ``function_name``, most recent use first (keyset paged); with
-    ``since``/``until``, only its calls made in [since, until) count."""
+) -> tuple[list[ToolConversation], tuple[datetime, int] | None]:
+    """The most recent conversations that called ``function_name``, most recent use first
+    (keyset paged), in one statement: they are those of the tool's ``RECENT_CALLS`` most recent
+    calls (from the cursor on), walked from the index (project_id, function_name, created_at,
+    id); each one's calls and errors are then counted over its own calls only. With
+    ``since``/``until``, only its calls made in [since, until) count. Returns the page and
+    the cursor of the next one (None at the end)."""
+    recent = (
+        select(T.created_at, Message.conversation_id.label("conversation_id"))
+        .join(Message, Message.id == T.message_id)
+        .where(T.project_id == project_id, T.function_name == function_name)
+        .where(Message.conversation_id.is_not(None), *_period(since, until))
+    )
+    if after is not None:
+        recent = recent.where(T.created_at <= after[0])
+    recent_calls = (
+        recent.order_by(T.created_at.desc(), T.id.desc()).limit(RECENT_CALLS).subquery("recent")
+    )
+    seen = func.max(recent_calls.c.created_at)
+    candidates = select(recent_calls.c.conversation_id, seen.label("seen")).group_by(
+        recent_calls.c.conversation_id
+    )
+    if after is not None:
+        candidates = candidates.having(
+            after_key((seen, recent_calls.c.conversation_id), after, descending=True)
+        )
+    chosen = (
+        candidates.order_by(seen.desc(), recent_calls.c.conversation_id.desc())
+        .limit(limit + 1)
+        .subquery("chosen")
+    )
+    # The chosen conversations' calls of the tool, read through their messages (``+ 0`` keeps
+    # the planner off the project's index, which would read every call of the tool).
     last_used = func.max(T.created_at)
     stmt = (
         select(
@@ -213,14 +251,16 @@ def conversations_using(
             func.sum(case((T.is_error, 1), else_=0)).label("errors"),
             last_used.label("last_used"),
         )
-        .select_from(T)
-        .join(Message, Message.id == T.message_id)
-        .join(Conversation, Conversation.id == Message.conversation_id)
-        .where(T.project_id == project_id, T.function_name == function_name)
+        .select_from(chosen)
+        .join(Conversation, Conversation.id == chosen.c.conversation_id)
+        .join(Message, Message.conversation_id == chosen.c.conversation_id)
+        .join(T, T.message_id == Message.id)
+        .where(T.project_id + 0 == project_id, T.function_name == function_name)
         .where(*_period(since, until))
         .group_by(Conversation.id, Conversation.external_id, Conversation.title)
     )
     if after is not None:
+        # A conversation also used after the cursor was on an earlier page.
         stmt = stmt.having(after_key((last_used, Conversation.id), after, descending=True))
     rows = db.session.execute(
         stmt.order_by(last_used.desc(), Conversation.id.desc()).limit(limit + 1)
@@ -236,4 +276,19 @@ def conversations_using(
         )
         for r in rows[:limit]
     ]
-    return items, len(rows) > limit
+    if len(rows) > limit:
+        return items, (items[-1].last_used, items[-1].conversation_id)
+    # The walk stopped at RECENT_CALLS calls (all of conversations shown already, perhaps):
+    # the next page walks on from the oldest of them.
+    walked, oldest = db.session.execute(
+        select(func.count(), func.min(recent_calls.c.created_at)).select_from(recent_calls)
+    ).one()
+    if walked < RECENT_CALLS or oldest is None:
+        return items, None
+    if items and items[-1].last_used <= oldest:
+        return items, (items[-1].last_used, items[-1].conversation_id)
+    following = (oldest, _AFTER_EVERY_ID)
+    if after is not None and following >= after:
+        # More than RECENT_CALLS calls of shown conversations at one same instant: no way on.
+        return items, None
+    return items, following

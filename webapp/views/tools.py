@@ -99,16 +99,15 @@ def tool_usage_get(fmt: str):
     stats = queries.tool_stats(project.id, name, since=since, until=until) if after is None else []
     if after is None and not stats and not queries.tool_stats(project.id, name):
         return not_found("tool")  # unknown; a known tool without calls in the period is not
-    rows, more = queries.conversations_using(
+    rows, following = queries.conversations_using(
         project.id, name, after, CONVERSATIONS_PER_PAGE, since=since, until=until
     )
-    last = rows[-1] if rows else None
     data = {
         "name": name,
         "stats": stats[0] if stats else None,
         "conversations": rows,
-        "has_more": more,
-        "next_cursor": encode(last.last_used, last.conversation_id) if more and last else None,
+        "has_more": following is not None,
+        "next_cursor": encode(*following) if following is not None else None,
         "period": period,
         "filter_args": period.query_args(),
     }
