@@ -229,6 +229,8 @@ def test_when_ready_starts_the_process_for_the_runs_alone(app, monkeypatch):
     runs_only = _gunicorn_server(app)
     gunicorn_conf.when_ready(runs_only)
     assert [process.interval for process in started] == [0]
+    assert started[0].doorbell_fd is not None  # a web worker's POST wakes its run worker
+    gunicorn_conf.on_exit(runs_only)  # closes the doorbell
 
 
 def test_stop_ends_a_process_that_ignores_sigterm(tmp_path):

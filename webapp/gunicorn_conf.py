@@ -39,13 +39,21 @@ def when_ready(server: Any) -> None:
     """Start the token pass in a process of its own (`webapp.token_process`), the only one of
     the server that loads the tokenizer (~80 MB): neither this master nor the web workers
     need it to ingest, so their memory stays small. It is started again if it dies. The same
-    process sends the runs (`webapp.services.run_worker`), so it starts when either is on."""
+    process sends the runs (`webapp.services.run_worker`), so it starts when either is on.
+
+    Called before the web workers are forked: they inherit the doorbell's write end
+    (`webapp.doorbell`), so a POST that queues a run wakes that run worker at once."""
     app = server.app.wsgi()  # loaded already (preload_app)
     interval = app.config.get("TOKEN_PASS_SECONDS") or 0
     if interval > 0 or (app.config.get("RUN_WORKERS") or 0) > 0:
+        from webapp import doorbell
         from webapp.token_process import TokenProcess
 
-        server.token_process = TokenProcess(app.config["DATABASE_URL"], interval)
+        bell = None
+        if (app.config.get("RUN_WORKERS") or 0) > 0:
+            server.doorbell = doorbell.make()  # kept open: a restarted process gets it again
+            bell = server.doorbell.fileno()
+        server.token_process = TokenProcess(app.config["DATABASE_URL"], interval, doorbell_fd=bell)
         server.token_process.start()
 
 
@@ -53,6 +61,10 @@ def on_exit(server: Any) -> None:
     token_process = getattr(server, "token_process", None)
     if token_process is not None:
         token_process.stop()
+    if getattr(server, "doorbell", None) is not None:
+        from webapp import doorbell
+
+        doorbell.close(server.doorbell)
 
 
 def pre_fork(_server: Any, _worker: Any) -> None:

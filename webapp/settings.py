@@ -265,6 +265,14 @@ SETTINGS: tuple[Setting, ...] = (
         int,
     ),
     Setting(
+        "RUN_POLL_SECONDS",
+        0.5,
+        "How often an idle run worker looks at the queue without being woken (a run queued "
+        "through this server wakes it at once; one queued through another server on the "
+        "same database waits for this).",
+        float,
+    ),
+    Setting(
         "STUDY_BACKOFF_SECONDS",
         30.0,
         "How long a study waits before sending more runs after one of them is still rate "

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 ENV_DATABASE_URL = "TOOLSCOPE_TOKEN_PROCESS_DATABASE_URL"
 ENV_INTERVAL = "TOOLSCOPE_TOKEN_PROCESS_SECONDS"
 ENV_PARENT = "TOOLSCOPE_TOKEN_PROCESS_PARENT"
+# The read end of the doorbell (webapp/doorbell.py), a file descriptor the process inherits.
+ENV_DOORBELL = "TOOLSCOPE_TOKEN_PROCESS_DOORBELL_FD"
 # The command line that names the process (the bench and the tests find it by it).
 MODULE = "webapp.token_process"
 RESTART_SECONDS = 1.0
@@ -53,10 +55,15 @@ class TokenProcess:
     """The token pass process of one server, restarted until `stop()`."""
 
     def __init__(
-        self, database_url: str, interval: float, restart_seconds: float = RESTART_SECONDS
+        self,
+        database_url: str,
+        interval: float,
+        restart_seconds: float = RESTART_SECONDS,
+        doorbell_fd: int | None = None,
     ):
         self.database_url = database_url
         self.interval = interval
+        self.doorbell_fd = doorbell_fd
         self.restart_seconds = restart_seconds
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
@@ -78,9 +85,13 @@ class TokenProcess:
             ENV_INTERVAL: repr(self.interval),
             ENV_PARENT: str(os.getpid()),
         }
-        # close_fds (the default): the child holds none of the master's listening sockets.
+        bell = () if self.doorbell_fd is None else (self.doorbell_fd,)
+        if bell:
+            env[ENV_DOORBELL] = str(self.doorbell_fd)
+        # close_fds (the default): the child holds none of the master's listening sockets,
+        # only the doorbell's read end (the same one again after a restart).
         self.process = subprocess.Popen(
-            [sys.executable, "-m", MODULE], env=env, stdin=subprocess.DEVNULL
+            [sys.executable, "-m", MODULE], env=env, stdin=subprocess.DEVNULL, pass_fds=bell
         )
 
     def _watch(self) -> None:
@@ -149,8 +160,16 @@ def main() -> int:
     run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
     if run_worker is not None:
         run_worker.start(app)
+    ringing = threading.Event()  # set to stop the doorbell's thread
+    if run_worker is not None and os.environ.get(ENV_DOORBELL):
+        from . import doorbell
+        from .services import model_runs
+
+        # A web worker's POST rings: the run worker's threads wake as a POST here would.
+        doorbell.listen(int(os.environ[ENV_DOORBELL]), model_runs.notify, ringing)
     while not stopping and (not parent or os.getppid() == parent):
         time.sleep(PARENT_CHECK_SECONDS)  # so a signal stops it within this time
+    ringing.set()
     if run_worker is not None:
         run_worker.stop()
     if token_pass is not None:

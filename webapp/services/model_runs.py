@@ -33,6 +33,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import and_, case, func, or_, select, update
 
+from .. import doorbell
 from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
 from ..models import Conversation, ModelRun, Project, Study
@@ -302,13 +303,15 @@ def create_run(
 
 
 # In-process wake-up: a worker thread of this process (`toolscope serve`) starts a new run at
-# once instead of at its next poll. Other processes poll.
+# once instead of at its next poll. Under gunicorn the doorbell (webapp/doorbell.py) carries the
+# wake-up from a web worker to the token pass process's run worker; other servers poll.
 _waiters: list[Any] = []
 
 
 def notify() -> None:
     for event in list(_waiters):
         event.set()
+    doorbell.ring()
 
 
 # --- Reads -----------------------------------------------------------------------------------

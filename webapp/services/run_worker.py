@@ -90,12 +90,13 @@ class RunWorker:
     @classmethod
     def for_app(cls, app: Any, **overrides: Any) -> RunWorker:
         """A worker with the app's settings (RUN_WORKERS, RUN_LEASE_SECONDS,
-        RUN_MAX_ATTEMPTS)."""
+        RUN_MAX_ATTEMPTS, RUN_POLL_SECONDS)."""
         config = app.config
         values: dict[str, Any] = {
             "threads": int(config.get("RUN_WORKERS", THREADS)),
             "lease_seconds": float(config.get("RUN_LEASE_SECONDS") or LEASE_SECONDS),
             "max_attempts": int(config.get("RUN_MAX_ATTEMPTS") or MAX_ATTEMPTS),
+            "poll_seconds": float(config.get("RUN_POLL_SECONDS") or POLL_SECONDS),
         }
         values.update(overrides)
         return cls(**values)
