@@ -49,6 +49,14 @@ def serve_command(host: str, port: int, debug: bool) -> None:
 
         token_pass = TokenPass.for_app(app)
         token_pass.start(app)
+    # The stored tool-cost attribution kept fresh beside the pass (docs/architecture.md).
+    refresher = None
+    if not debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+        from .services.attribution_refresh import AttributionRefresher
+
+        refresher = AttributionRefresher.for_app(app)
+        if refresher is not None:
+            refresher.start(app)
     # The runs sent to models, as the token pass process sends them under gunicorn.
     run_worker = None
     if app.config.get("RUN_WORKERS", 0) > 0 and (
@@ -64,6 +72,8 @@ def serve_command(host: str, port: int, debug: bool) -> None:
     finally:
         if run_worker is not None:
             run_worker.stop()
+        if refresher is not None:
+            refresher.stop()
         if token_pass is not None:
             token_pass.stop()
 

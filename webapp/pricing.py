@@ -21,6 +21,7 @@ No match returns ``None``. Amounts are exact :class:`~decimal.Decimal` USD, not 
 from __future__ import annotations
 
 import fnmatch
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,12 +29,15 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "OVERRIDE_VERSION",
     "Cost",
     "PriceOverride",
     "cost_for",
     "input_price_per_token",
+    "parse_overrides",
     "prices_version",
 ]
 
@@ -266,3 +270,15 @@ def input_price_per_token(
     """
     cost = cost_for(model, provider, 1_000, 0, at=at, overrides=overrides)
     return None if cost is None else cost.input_usd / 1_000
+
+
+def parse_overrides(raw: Mapping[str, Any] | None) -> dict[str, PriceOverride]:
+    """A project's valid price overrides from their stored form (an invalid one is skipped and
+    logged, as ingestion does): the charts and the background attribution read them alike."""
+    parsed = {}
+    for model, value in (raw or {}).items():
+        try:
+            parsed[model] = PriceOverride.from_dict(value)
+        except (ValueError, TypeError, AttributeError):
+            log.warning("price override for %r is invalid and ignored", model)
+    return parsed

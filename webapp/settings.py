@@ -240,6 +240,16 @@ SETTINGS: tuple[Setting, ...] = (
         float,
     ),
     Setting(
+        "ATTRIBUTION_REFRESH_SECONDS",
+        10.0,
+        "How often the server recomputes the stored 'which tools make the agent expensive' "
+        "figures of conversations written since (a thread beside the token pass: in its "
+        "process under gunicorn, in `toolscope serve` itself), up to 50 conversations per "
+        "project a step; 0 turns it off, then the chart replays the stale ones itself, 20 "
+        "per request, and says when more are pending.",
+        float,
+    ),
+    Setting(
         "RUN_WORKERS",
         4,
         "How many runs (replays sent to a model, docs/runs.md) the server sends at once: "

@@ -16,7 +16,8 @@ text itself (a replay or a chart over rows the pass has not counted yet).
 * `stop()` (gunicorn's `on_exit`) sends SIGTERM and waits, then SIGKILL.
 
 The process itself (`main`) runs `TokenPass`, and the run worker beside it
-(`webapp.services.run_worker`, RUN_WORKERS threads: the runs sent to models), until SIGTERM or
+(`webapp.services.run_worker`, RUN_WORKERS threads: the runs sent to models) and the refresher
+of the stored tool costs (`webapp.services.attribution_refresh`), until SIGTERM or
 SIGINT, and exits by itself if its
 parent goes away (a master killed with SIGKILL runs no hook). It keeps the file lock of
 `TokenPass`, so with several servers on one machine one of them counts at a time.
@@ -155,6 +156,12 @@ def main() -> int:
     token_pass = TokenPass.for_app(app) if interval > 0 else None  # the environment's settings
     if token_pass is not None:
         token_pass.start(app)
+    # The stored tool-cost attribution recomputed beside the pass (ATTRIBUTION_REFRESH_SECONDS).
+    from .services.attribution_refresh import AttributionRefresher
+
+    refresher = AttributionRefresher.for_app(app)
+    if refresher is not None:
+        refresher.start(app)
     # The run worker beside the pass: the server's runs are sent from here, so no web worker
     # waits on a model (docs/runs.md, 'The queue and where it runs').
     run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
@@ -172,6 +179,8 @@ def main() -> int:
     ringing.set()
     if run_worker is not None:
         run_worker.stop()
+    if refresher is not None:
+        refresher.stop()
     if token_pass is not None:
         token_pass.stop()
     return 0

@@ -31,7 +31,7 @@ from ..analytics.windows import context_window
 from ..db import db, utcnow
 from ..errors import ApiError, error_response
 from ..ingest.transaction import Write, run_write
-from ..pricing import PriceOverride
+from ..pricing import PriceOverride, parse_overrides
 from ..queries import analytics as queries
 from ..queries.projects import price_overrides
 from ..replay.export import (
@@ -81,17 +81,6 @@ def project_overrides(project_id: int) -> tuple[dict[str, Any], dict[str, PriceO
 
 
 # --- the charts --------------------------------------------------------------------------------
-
-
-def parse_overrides(raw: Mapping[str, Any] | None) -> dict[str, PriceOverride]:
-    """The project's valid price overrides (an invalid one is skipped, as ingestion does)."""
-    parsed = {}
-    for model, value in (raw or {}).items():
-        try:
-            parsed[model] = PriceOverride.from_dict(value)
-        except (ValueError, TypeError, AttributeError):
-            log.warning("price override for %r is invalid and ignored", model)
-    return parsed
 
 
 def _prices(overrides: Mapping[str, PriceOverride], loaded: Iterable[LoadedConversation]):
