@@ -74,6 +74,13 @@ INTERNAL = "internal"
 RATE_LIMIT_REQUEUES = 5
 BACKOFF_SECONDS = 30.0
 
+
+def _setting(config: Any, name: str, default: float) -> float:
+    """A setting where 0 means what it says (no requeue, no wait), unlike ``or default``."""
+    value = config.get(name)
+    return default if value is None else value
+
+
 log = logging.getLogger(__name__)
 
 
@@ -586,9 +593,9 @@ def execute(run_id: str, owner: str) -> Outcome:
         values = _success_values(row, answer, connection.kind, overrides)
     except ProviderError as exc:
         if exc.kind == "rate_limited" and row["study_id"] is not None:
-            limit = int(config.get("STUDY_RATE_LIMIT_REQUEUES") or RATE_LIMIT_REQUEUES)
+            limit = int(_setting(config, "STUDY_RATE_LIMIT_REQUEUES", RATE_LIMIT_REQUEUES))
             if row["attempts"] <= limit:
-                backoff = float(config.get("STUDY_BACKOFF_SECONDS") or BACKOFF_SECONDS)
+                backoff = float(_setting(config, "STUDY_BACKOFF_SECONDS", BACKOFF_SECONDS))
                 args = (run_id, owner, row["study_id"], backoff * row["attempts"], exc.message)
                 if run_write(Write(_back_off, args)):
                     return Outcome("queued", True)
