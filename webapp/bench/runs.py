@@ -45,7 +45,8 @@ STUDY_CONCURRENCY = 8
 TARGET_P50_MS = 50.0
 TARGET_STUDY_SECONDS = 60.0
 STUDY_TIMEOUT_SECONDS = 600.0
-# The worker's idle poll (the default, 0.5 s; a POST wakes a worker of its process at once).
+# The worker's idle poll (the default, 0.5 s): a POST wakes a worker of its own process at once, and
+# under gunicorn the token pass process's through the doorbell (webapp/doorbell.py).
 POLL_SECONDS = 0.5
 
 
