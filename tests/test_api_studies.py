@@ -18,6 +18,7 @@ from webapp.api.studies import StudyOut
 from webapp.db import db
 from webapp.models import ModelRun, Project
 from webapp.replay.next_action import NextAction, compare
+from webapp.services import model_runs, studies
 from webapp.services.run_worker import RunWorker
 from webapp.services.studies import make_report
 
@@ -220,6 +221,27 @@ def test_cancelled_halfway(app, client, orders, fake):
     assert report["variants"]["a"]["runs"] + report["variants"]["b"]["runs"] == 8
     again = client.post(f"/api/v1/studies/{study_id}/cancel", headers=orders.headers)
     refused(again, 409, "has ended (cancelled)")
+
+
+def test_runs_claimed_before_a_cancel_are_not_sent(app, client, orders, fake):
+    """A worker claims several runs in one write and hands them to its threads one by one: a
+    cancel in between holds for the claimed runs not sent yet, as for the queued ones."""
+    response = post_study(client, orders, variants={"a": STALE, "b": FRESH}, concurrency=4)
+    study_id = response.get_json()["id"]
+    with app.app_context():
+        while studies.prepare_next(50) is not None:
+            pass
+        claimed = model_runs.claim_batch("w-1", 3, 60.0)
+        db.session.remove()
+    assert len(claimed) == 3
+    cancelled = client.post(f"/api/v1/studies/{study_id}/cancel", headers=orders.headers)
+    assert cancelled.status_code == 200, cancelled.get_json()
+    with app.app_context():
+        outcomes = [model_runs.execute(run_id, "w-1") for run_id, _study in claimed]
+        db.session.remove()
+    assert [(o.status, o.stored) for o in outcomes] == [("cancelled", True)] * 3
+    assert fake.count() == 0
+    assert statuses(app, study_id) == ["cancelled"] * 8
 
 
 def test_the_worker_respects_the_studys_concurrency(app, client, project_key):

@@ -573,6 +573,12 @@ def execute(run_id: str, owner: str) -> Outcome:
     if row is None or row["status"] != "running" or row["lease_owner"] != owner:
         db.session.commit()
         return Outcome(row["status"] if row is not None else "gone", False)
+    if row["study_id"] is not None and _study_ended(row["study_id"]):
+        # Claimed in a batch before its study was cancelled or stopped at its cap, and not
+        # sent yet: the study's end holds for it as for its queued runs.
+        db.session.commit()
+        stored = run_write(Write(_finish, (run_id, owner, {"status": "cancelled"})))
+        return Outcome("cancelled", stored)
     overrides = db.session.scalar(
         select(Project.price_overrides).where(Project.id == row["project_id"])
     )
@@ -725,6 +731,11 @@ def run_cost(
     except ValueError:
         return None
     return None if cost is None else Decimal(cost.total_usd)
+
+
+def _study_ended(study_id: str) -> bool:
+    status = db.session.scalar(select(STUDY.c.status).where(STUDY.c.id == study_id))
+    return status in ("cancelled", "stopped")
 
 
 def _store_failure(run_id: str, owner: str, exc: ProviderError) -> Outcome:
