@@ -259,9 +259,10 @@ def result_sizes_from_rows(project_id: int, f: ChartFilters) -> list[ResultSizes
 # --- conversations for attribution and the context chart ------------------------------------
 
 
-def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tuple[list[int], int]:
-    """Conversations with activity in the period (most recent first, at most ``limit``), and how
-    many there are in all. With a tool filter, only conversations that called that tool."""
+def active_conditions(project_id: int, f: ChartFilters) -> list[ColumnElement[bool]]:
+    """The conversations the period's charts cover: activity in the period, in the channel,
+    and with a tool filter only those that called that tool (the replayed charts and the
+    stored tool costs select them alike)."""
     conditions: list[ColumnElement[bool]] = [
         Conversation.project_id == project_id,
         Conversation.updated_at >= f.start,
@@ -276,10 +277,16 @@ def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tup
                 .where(T.project_id == project_id, T.function_name == f.tool)
             )
         )
+    return conditions
+
+
+def active_conversation_ids(project_id: int, f: ChartFilters, limit: int) -> tuple[list[int], int]:
+    """Conversations with activity in the period (most recent first, at most ``limit``), and how
+    many there are in all. With a tool filter, only conversations that called that tool."""
     total = func.count().over().label("total")
     rows = db.session.execute(
         select(Conversation.id, total)
-        .where(*conditions)
+        .where(*active_conditions(project_id, f))
         .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
         .limit(limit)
     ).all()

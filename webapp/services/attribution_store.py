@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, literal, or_, select, union_all
-from sqlalchemy.sql.elements import ColumnElement
 
 from ..analytics.attribution import ToolAttribution
 from ..analytics.context import ConversationContext, conversation_context
@@ -47,7 +46,6 @@ from ..analytics.tool_costs import (
 from ..db import db
 from ..ingest.transaction import Write, run_write
 from ..models import (
-    Channel,
     Conversation,
     ConversationAttribution,
     ConversationToolCost,
@@ -55,7 +53,7 @@ from ..models import (
 )
 from ..models import ToolInvocation as T
 from ..pricing import PriceOverride
-from ..queries.analytics import load_conversations
+from ..queries.analytics import active_conditions, load_conversations
 from ..sql import as_int
 from ..tokens import count_tokens
 
@@ -124,33 +122,6 @@ def context_of(conv: LoadedConversation) -> ConversationContext:
 
 
 # --- which conversations --------------------------------------------------------------------
-
-
-def active_conditions(project_id: int, f: ChartFilters) -> list[ColumnElement[bool]]:
-    """The conversations the chart covers: activity in the period, the channel (as
-    ``queries.analytics.active_conversation_ids`` selects them, without its limit)."""
-    conditions: list[ColumnElement[bool]] = [
-        C.project_id == project_id,
-        C.updated_at >= f.start,
-        C.created_at < f.end,
-    ]
-    if f.channel:
-        conditions.append(
-            C.channel_id.in_(
-                select(Channel.id).where(
-                    Channel.project_id == project_id, Channel.name == f.channel
-                )
-            )
-        )
-    if f.tool:
-        conditions.append(
-            C.id.in_(
-                select(Message.conversation_id)
-                .join(T, T.message_id == Message.id)
-                .where(T.project_id == project_id, T.function_name == f.tool)
-            )
-        )
-    return conditions
 
 
 def stale_conversations(
