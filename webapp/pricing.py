@@ -182,6 +182,58 @@ def _override_cost(
     )
 
 
+@cache
+def _unpriced_usage_keys() -> frozenset[str]:
+    """Usage keys outside the token family (web searches, audio seconds, pages...), ``requests``
+    aside. We never report them, so genai-prices infers each priced one as 0 on every call, a
+    costly scan of its unit registry; passing them as 0 gives the same counts, because no unit
+    of another family can be a token count's part or overlap (its inference rules)."""
+    from genai_prices.units import _get_registry
+
+    return frozenset(
+        key
+        for key, unit in _get_registry().units.items()
+        if unit.dimensions.get("family") not in ("tokens", "requests")
+    )
+
+
+# Resolved (provider, model) per (snapshot, model_ref, provider_id), misses included:
+# genai-prices caches its hits but scans the whole catalogue again for every unknown model.
+_LOOKUPS: dict[tuple[int, str, str | None], tuple[Any, Any] | None] = {}
+# Per price object (kept alive by its model): the priced usage keys given as 0 (see above).
+_ZEROS: dict[int, tuple[Any, dict[str, int]]] = {}
+
+
+def _lookup(snapshot: Any, model_ref: str, provider_id: str | None) -> tuple[Any, Any] | None:
+    key = (id(snapshot), model_ref, provider_id)
+    if key not in _LOOKUPS:
+        try:
+            found = snapshot.find_provider_model(model_ref, None, provider_id, None)
+        except LookupError:
+            found = None
+        if len(_LOOKUPS) >= 4096:  # model names come from clients: bound what they can grow
+            _LOOKUPS.clear()
+        _LOOKUPS[key] = found
+    return _LOOKUPS[key]
+
+
+def _zeros(price: Any) -> dict[str, int]:
+    entry = _ZEROS.get(id(price))
+    if entry is None or entry[0] is not price:
+        from genai_prices.units import _get_registry
+
+        units = _get_registry().units
+        zeros = {
+            key: 0
+            for key in _unpriced_usage_keys()
+            if getattr(price, units[key].price_key, None) is not None
+        }
+        if len(_ZEROS) >= 4096:
+            _ZEROS.clear()
+        entry = _ZEROS[id(price)] = (price, zeros)
+    return entry[1]
+
+
 def _genai_prices_cost(
     model: str,
     provider: str | None,
@@ -191,14 +243,12 @@ def _genai_prices_cost(
     cache_write_tokens: int,
     at: datetime,
 ) -> Cost | None:
+    """genai-prices' ``calc_price``, in two steps: the model lookup (cached, misses too) and the
+    model's own ``calc_price`` (genai-prices' arithmetic, unchanged)."""
     import genai_prices
+    from genai_prices.data_snapshot import get_snapshot
 
-    usage = genai_prices.Usage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cache_read_tokens=cached_tokens,
-        cache_write_tokens=cache_write_tokens,
-    )
+    snapshot = get_snapshot()
     attempts: list[tuple[str, str | None]] = []
     if provider:
         attempts.append((model, provider))
@@ -208,12 +258,18 @@ def _genai_prices_cost(
         attempts.append((rest, prefix))
         attempts.append((rest, None))
     for model_ref, provider_id in attempts:
-        try:
-            calc = genai_prices.calc_price(
-                usage, model_ref, provider_id=provider_id, genai_request_timestamp=at
-            )
-        except LookupError:
+        found = _lookup(snapshot, model_ref, provider_id)
+        if found is None:
             continue
+        price_provider, model_info = found
+        usage = genai_prices.Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cached_tokens,
+            cache_write_tokens=cache_write_tokens,
+            **_zeros(model_info.get_prices(at)),
+        )
+        calc = model_info.calc_price(usage, price_provider, genai_request_timestamp=at)
         return Cost(
             total_usd=calc.total_price,
             input_usd=calc.input_price,
