@@ -206,15 +206,19 @@ _ZEROS: dict[int, tuple[Any, dict[str, int]]] = {}
 
 def _lookup(snapshot: Any, model_ref: str, provider_id: str | None) -> tuple[Any, Any] | None:
     key = (id(snapshot), model_ref, provider_id)
-    if key not in _LOOKUPS:
-        try:
-            found = snapshot.find_provider_model(model_ref, None, provider_id, None)
-        except LookupError:
-            found = None
-        if len(_LOOKUPS) >= 4096:  # model names come from clients: bound what they can grow
-            _LOOKUPS.clear()
-        _LOOKUPS[key] = found
-    return _LOOKUPS[key]
+    try:
+        return _LOOKUPS[key]
+    except KeyError:
+        pass
+    try:
+        found = snapshot.find_provider_model(model_ref, None, provider_id, None)
+    except LookupError:
+        found = None
+    if len(_LOOKUPS) >= 4096:  # model names come from clients: bound what they can grow
+        _LOOKUPS.clear()
+    # Another thread may clear the dict meanwhile: return our own result, not a re-read.
+    _LOOKUPS[key] = found
+    return found
 
 
 def _zeros(price: Any) -> dict[str, int]:
