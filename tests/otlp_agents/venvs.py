@@ -30,7 +30,25 @@ import pytest
 
 AGENTS = Path(__file__).parent
 FAMILIES = AGENTS / "families"
-CACHE = Path(os.environ.get("TOOLSCOPE_TEST_VENVS") or Path.home() / ".cache" / "toolscope-test")
+
+
+def _cache() -> Path:
+    """`$TOOLSCOPE_TEST_VENVS`, else `~/.cache/toolscope-test/` when it can be written (shared by
+    every clone on the machine), else `.venv-otlp-cache/` in the work tree (git ignores it)."""
+    configured = os.environ.get("TOOLSCOPE_TEST_VENVS")
+    if configured:
+        return Path(configured)
+    shared = Path.home() / ".cache" / "toolscope-test"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    return AGENTS.parent.parent / ".venv-otlp-cache"
+
+
+CACHE = _cache()
 IN_CI = os.environ.get("CI") == "true"
 BUILD_TIMEOUT = 1200
 
