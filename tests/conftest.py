@@ -145,6 +145,15 @@ def app_config() -> dict[str, Any]:
 
 
 @pytest.fixture
+def fake() -> Iterator[Any]:
+    """A fake model provider on loopback that speaks the OpenAI and Anthropic wire formats
+    (tests/fake_providers.py), for the runs' and studies' tests (tests/runs_support.py)."""
+    from runs_support import fake_server
+
+    yield from fake_server()
+
+
+@pytest.fixture
 def app(database_url: str, app_config: dict[str, Any], request: pytest.FixtureRequest):
     _start_from_template(database_url, request)
     app = make_test_app(database_url, **app_config)

@@ -31,7 +31,7 @@ RUN_CONFIG = {"MODEL_MAX_RETRIES": 0, "MODEL_TIMEOUT_SECONDS": 2.0, "RUN_WORKERS
 
 
 def fake_server() -> Iterator[FakeProviders]:
-    """The body of a test module's `fake` fixture: `yield from fake_server()`."""
+    """The body of the `fake` fixture (tests/conftest.py): a scripted provider, stopped after."""
     server = FakeProviders(slow_seconds=4.0).start()
     yield server
     server.stop()

@@ -21,7 +21,6 @@ from runs_support import (
     add_connection,
     connect_fake,
     connection_for,
-    fake_server,
     orders_conversation,
     work,
 )
@@ -43,11 +42,6 @@ LOOKUP = [{"name": "lookup_order", "arguments": {"order_id": "A1"}}]
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from fake_providers import FakeProviders
 from hypothesis import given
 from hypothesis import strategies as st
-from runs_support import RUN_CONFIG, connect_fake, fake_server, orders_conversation, work
+from runs_support import RUN_CONFIG, connect_fake, orders_conversation, work
 
 from webapp.api.studies import StudyOut
 from webapp.db import db
@@ -34,11 +34,6 @@ PRICES = {"scripted*": {"input_per_mtok": "1", "output_per_mtok": "2"}}
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG, STUDY_BACKOFF_SECONDS=1.0, STUDY_RATE_LIMIT_REQUEUES=2)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import factories
 import pytest
-from runs_support import RUN_CONFIG, T0, TURN_2, fake_server
+from runs_support import RUN_CONFIG, T0, TURN_2
 from studies_support import CIDS, FRESH, STALE, seed
 
 from webapp.api.studies import StudyOut
@@ -47,11 +47,6 @@ def docs_conversation(app, project_id: int, cid: str = OTHER) -> None:
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

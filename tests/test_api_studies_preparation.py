@@ -9,7 +9,7 @@ from __future__ import annotations
 import factories
 import pytest
 import sqlalchemy as sa
-from runs_support import RUN_CONFIG, T0, fake_server, work
+from runs_support import RUN_CONFIG, T0, work
 from studies_support import CIDS, FRESH, STALE, seed, start
 
 from webapp.db import db
@@ -22,11 +22,6 @@ from webapp.services.run_worker import RunWorker
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 def runs_of(app, study_id):

@@ -23,7 +23,6 @@ from runs_support import (
     CID,
     RUN_CONFIG,
     connect_fake,
-    fake_server,
     orders_conversation,
     work,
 )
@@ -39,11 +38,6 @@ expect = playwright_expect()
 @pytest.fixture
 def app_config():
     return {**RUN_CONFIG, "DEV": True}
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

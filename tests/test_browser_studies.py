@@ -17,7 +17,7 @@ from browser_support import (  # noqa: F401  (fixtures)
     scheme_fixture,
     tab_fixture,
 )
-from runs_support import RUN_CONFIG, fake_server, work
+from runs_support import RUN_CONFIG, work
 from studies_support import seed, start
 
 from webapp.db import db
@@ -32,11 +32,6 @@ expect = playwright_expect()
 @pytest.fixture
 def app_config():
     return {**RUN_CONFIG, "DEV": True}
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 def test_a_studys_progress_and_report(app, tab, project_key, fake, scheme):

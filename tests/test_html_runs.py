@@ -22,7 +22,6 @@ from runs_support import (
     RUN_CONFIG,
     add_connection,
     connect_fake,
-    fake_server,
     orders_conversation,
     work,
 )
@@ -36,11 +35,6 @@ from webapp.services.providers import SCRIPTED_BASE_URL
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from dashboard_support import HTMX, csrf_token, dashboard_fixture, page  # noqa: F401
-from runs_support import RUN_CONFIG, fake_server, work
+from runs_support import RUN_CONFIG, work
 from studies_support import seed, start
 
 from webapp.api.studies import StudyOut
@@ -15,11 +15,6 @@ from webapp.api.studies import StudyOut
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 def test_progress_then_the_report(app, dashboard, project_key, fake):

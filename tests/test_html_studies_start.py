@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from dashboard_support import HTMX, count_get, csrf_token, dashboard_fixture, page  # noqa: F401
-from runs_support import RUN_CONFIG, fake_server, work
+from runs_support import RUN_CONFIG, work
 from studies_support import CIDS, FRESH, seed, start
 from test_api_studies_calls import OTHER, docs_conversation
 
@@ -23,11 +23,6 @@ from webapp.views.studies import fingerprint, form_values
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

@@ -5,20 +5,14 @@ that finish within a few seconds of their POST."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import statistics
-import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 import requests
-from runs_support import CID, RUN_CONFIG, connect_fake, fake_server, orders_conversation
-
-from webapp.bench.server import _wait_until_answering, free_port, gunicorn_command
+from runs_support import CID, RUN_CONFIG, connect_fake, orders_conversation
+from server_support import procfile_server
 
 POLL = 10.0
 FAST = 4.0  # seconds from a POST to `succeeded`, generous for a loaded machine
@@ -30,16 +24,10 @@ def app_config():
 
 
 @pytest.fixture
-def fake():
-    yield from fake_server()
-
-
-@pytest.fixture
 def server(app, project_key, fake):
     orders_conversation(app, project_key.project_id)
     connect_fake(app, project_key.project_id, fake)
-    env = {
-        **os.environ,
+    settings = {
         "TOOLSCOPE_DATABASE_URL": app.config["DATABASE_URL"],
         "TOOLSCOPE_SECRET_KEY": app.config["SECRET_KEY"],  # decrypts the connection's key
         "TOOLSCOPE_TOKEN_PASS_SECONDS": "0",  # the process runs for the run worker only
@@ -48,22 +36,8 @@ def server(app, project_key, fake):
         "TOOLSCOPE_MODEL_MAX_RETRIES": "0",
         "TOOLSCOPE_MODEL_TIMEOUT_SECONDS": "30",
     }
-    port = free_port()
-    with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen(
-            gunicorn_command(port, 2, None, None),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: killed with its children at the end
-        )
-        try:
-            _wait_until_answering(process, port, log)
-            yield f"http://127.0.0.1:{port}", project_key, log
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    with procfile_server(settings) as (_process, base, log):
+        yield base, project_key, log
 
 
 def send_run(base: str, key, seconds: float) -> float:

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from runs_support import CID, RUN_CONFIG, connect_fake, fake_server, orders_conversation
+from runs_support import CID, RUN_CONFIG, connect_fake, orders_conversation
 
 from webapp.db import db, utcnow
 from webapp.models import ModelRun
@@ -28,11 +28,6 @@ LEASE = 1.0
 @pytest.fixture
 def app_config():
     return dict(RUN_CONFIG)
-
-
-@pytest.fixture
-def fake():
-    yield from fake_server()
 
 
 @pytest.fixture

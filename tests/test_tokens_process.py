@@ -16,17 +16,16 @@ import os
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
+from server_support import procfile_server
 
 from webapp import create_app
 from webapp.auth import create_key, get_or_create_project
-from webapp.bench.server import _wait_until_answering, free_port, gunicorn_command
 from webapp.db import db
 from webapp.token_process import MODULE, TokenProcess
 
@@ -119,28 +118,13 @@ def server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str, str, Path]]:
         db.session.commit()
         db.session.remove()
         db.engine.dispose()
-    env = {
-        **os.environ,
+    settings = {
         "TOOLSCOPE_DATABASE_URL": url,
         "TOOLSCOPE_SECRET_KEY": "t",
         "TOOLSCOPE_TOKEN_PASS_SECONDS": "0.1",
     }
-    port = free_port()
-    with tempfile.TemporaryFile(mode="w+") as log:
-        process = subprocess.Popen(
-            gunicorn_command(port, 2, None, None),
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: killed with its children at the end
-        )
-        try:
-            _wait_until_answering(process, port, log)
-            yield process, f"http://127.0.0.1:{port}", key, path
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    with procfile_server(settings) as (process, base, _log):
+        yield process, base, key, path
 
 
 def _post_turns(base: str, key: str, numbers: range) -> None:
