@@ -53,13 +53,7 @@ def selection_filters(values: Mapping[str, Any], now: datetime | None = None) ->
     if unknown:
         raise FilterError(unknown[0], f"not a filter of the calls explorer ({', '.join(FIELDS)})")
     args = {name: _text(value) for name, value in values.items() if value is not None}
-    for name in ("from", "to"):
-        try:
-            parse_filters({name: args.get(name, "")}, now)
-        except OverflowError:
-            # Its UTC falls outside the years 1 to 9999 (`to` 9999-12-31 reaches past the
-            # last day): a bound beyond every stored time bounds nothing.
-            del args[name]
+    # A bound at the calendar's edge (`to` 9999-12-31) bounds nothing: the explorer's own rule.
     return parse_filters(args, now)
 
 
