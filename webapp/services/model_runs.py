@@ -37,7 +37,7 @@ from .. import doorbell
 from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
 from ..models import Conversation, ModelRun, Project, Study
-from ..pricing import PriceOverride, cost_for
+from ..pricing import cost_for, parse_overrides
 from ..queries.records import ConversationRecord
 from ..replay.edits import EditError, apply_edits, parse_edits
 from ..replay.export import OPTION_FIELDS, OptionError, parse_query
@@ -712,12 +712,6 @@ def run_cost(
     the usage or the model's price is unknown."""
     if input_tokens is None or output_tokens is None:
         return None
-    parsed = {}
-    for name, value in (overrides or {}).items():
-        try:
-            parsed[name] = PriceOverride.from_dict(value)
-        except (ValueError, TypeError, AttributeError):
-            continue  # a broken override is shown by the dashboard, not used
     try:
         cost = cost_for(
             model,
@@ -725,7 +719,7 @@ def run_cost(
             input_tokens,
             output_tokens,
             cached_tokens or 0,
-            overrides=parsed,
+            overrides=parse_overrides(overrides),  # a broken one is skipped, as the charts do
             cache_write_tokens=cache_write_tokens or 0,
         )
     except ValueError:
