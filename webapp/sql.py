@@ -187,6 +187,22 @@ def call_text_matches(
     ).bindparams(ts_query=" ".join(words))
 
 
+def fts_match_ids(q: str) -> Any:
+    """SQLite: the ids of the calls matching ``q`` as the search index yields them, a subquery
+    for FROM (``id``), so that a query can start from the matches and stop at its LIMIT (as
+    ``IN (...)`` SQLite reads every match into a temporary set first). None without a word."""
+    words = search_words(q)
+    if not words:
+        return None
+    query = " ".join(f'"{w}"' for w in words)
+    return (
+        text(f"SELECT rowid AS id FROM {CALL_FTS} WHERE {CALL_FTS} MATCH :fts_query")
+        .bindparams(fts_query=query)
+        .columns(id=Integer)
+        .subquery("search_match")
+    )
+
+
 def search_match_count(q: str, cap: int) -> int | None:
     """How many calls of any project match ``q``, counted up to ``cap + 1`` (one query, a few
     ms, from the search index): whether a search is selective enough to drive the query from

@@ -44,6 +44,7 @@ from ..sql import (
     call_text_matches,
     dialect_name,
     duration_ms,
+    fts_match_ids,
     older_than,
     search_match_count,
 )
@@ -502,10 +503,23 @@ def count_calls(
     cap: int = TOTAL_CAP,
 ) -> int:
     """How many calls match ``filters``, counted up to ``cap + 1`` in one statement (above
-    ``cap`` reads "more than cap"): the filters of ``list_calls``, without its sort."""
-    matching = select(T.id)
+    ``cap`` reads "more than cap"): the filters of ``list_calls``, without its sort.
+
+    A search on SQLite starts from the search index's matches, each call looked up by id, and
+    stops at ``cap + 1``: as ``id IN (matches)`` SQLite read every match into a temporary set
+    first, all the calls for a word in every call (x3.0 from 100,000 to 1,000,000 calls, 1 s
+    at 5,000,000; issue 24). ``+ 0`` keeps the planner off the project's indexes."""
+    statuses = status_conditions(now, token_cap)
+    search = fts_match_ids(filters.q) if filters.q and dialect_name() == "sqlite" else None
+    if search is not None:
+        matching = select(T.id).select_from(search).join(T, T.id == search.c.id)
+        conditions = filter_conditions(
+            project_id, replace(filters, q=""), statuses, search_drives=True
+        )
+    else:
+        matching = select(T.id)
+        conditions = filter_conditions(project_id, filters, statuses)
     if filters.channel or filters.status == "stale":
         matching = _joined(matching)
-    statuses = status_conditions(now, token_cap)
-    matching = matching.where(*filter_conditions(project_id, filters, statuses)).limit(cap + 1)
+    matching = matching.where(*conditions).limit(cap + 1)
     return db.session.scalar(select(func.count()).select_from(matching.subquery())) or 0
