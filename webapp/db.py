@@ -67,6 +67,32 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
+    def bind_processor(self, dialect: Any) -> Any:
+        """On SQLite, `process_bind_param` and the dialect's DATETIME text in one step: a
+        write of OTLP spans binds ~2,500 timestamps per export, inside the write lock, and the
+        two steps (a `replace`, then SQLAlchemy's `%`-format of seven fields) were 15% of it
+        (py-spy). `isoformat` gives the same text ('YYYY-MM-DD HH:MM:SS.ffffff', the storage
+        format of SQLite's DATETIME), so stored values compare as before; a test checks the two
+        agree for any datetime."""
+        stored_as = getattr(self.impl_instance.dialect_impl(dialect), "_storage_format", None)
+        if dialect.name != "sqlite" or stored_as != SQLITE_DATETIME_FORMAT:
+            return super().bind_processor(dialect)
+
+        def process(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given; Toolscope stores UTC only")
+            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+        return process
+
+
+# SQLAlchemy's default storage format of SQLite's DATETIME (sqlalchemy.dialects.sqlite.DATETIME).
+SQLITE_DATETIME_FORMAT = (
+    "%(year)04d-%(month)02d-%(day)02d %(hour)02d:%(minute)02d:%(second)02d.%(microsecond)06d"
+)
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
