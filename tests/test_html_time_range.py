@@ -4,7 +4,9 @@ conversations list, the calls explorer, the tools page and the Costs page, their
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import re
+import time
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 import factories as f
@@ -150,3 +152,83 @@ def test_api_lists_take_the_range(app, client, project_key, aged):
     bad = client.get("/api/v1/calls?range=1y", headers=headers)
     assert bad.status_code == 422
     assert client.get("/api/v1/conversations?range=1y", headers=headers).status_code == 422
+
+
+# --- A preset starts at the start of its UTC hour (issue 24) -----------------------------------
+
+
+def test_every_parse_of_a_preset_starts_it_at_the_start_of_the_utc_hour():
+    """A preset of "last 24 h" at 14:37 counts from 14:00 the day before on every page and in
+    the API: the explorer's parse (the calls explorer, the tools pages, the calls API), the charts' (the
+    Costs page, the tool charts) and the conversations list's."""
+    from webapp.analytics import filters as chart_filters
+    from webapp.queries import call_explorer
+    from webapp.views.conversations import list_filters
+
+    now = datetime(2026, 11, 27, 14, 37, 12, 345678, tzinfo=UTC)
+    for preset, back in (("1h", timedelta(hours=1)), ("24h", timedelta(hours=24))):
+        start = (now - back).replace(minute=0, second=0, microsecond=0)
+        assert call_explorer.parse_filters({"range": preset}, now=now).time_from == start
+        assert chart_filters.parse_filters({"range": preset}, now.date(), now).start == start
+        assert list_filters.parse_filters({"range": preset}, now=now).since == start
+    start = datetime(2026, 10, 28, 14, tzinfo=UTC)
+    assert chart_filters.range_start("30d", now) == start
+    # A moment given in another zone is aligned on the UTC hour (India is UTC+05:30).
+    india = now.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert chart_filters.range_start("7d", india) == datetime(2026, 11, 20, 14, tzinfo=UTC)
+
+
+def _hour_start() -> datetime:
+    """Now, away from the end of an hour (a test's requests then share its range's start)."""
+    now = datetime.now(UTC)
+    if now.minute == 59 and now.second >= 50:
+        time.sleep(61 - now.second)
+        now = datetime.now(UTC)
+    return now
+
+
+def test_a_presets_partial_first_hour_counts_whole_on_every_page(app, dashboard, project_key):
+    """A call in the first hour of "last 24 h", before the moment 24 h ago, is in the range on
+    the tools page, its JSON twin, the tool's page and the calls explorer alike: the same
+    figure in every place, and the page and the JSON say where the range starts."""
+    now = _hour_start()
+    start = (now - timedelta(hours=24)).replace(minute=0, second=0, microsecond=0)
+    with data(app):
+        f.simple_conversation(project_key.project_id, "edge", at=start, n_calls=2)
+        f.simple_conversation(project_key.project_id, "before", at=start - timedelta(seconds=2))
+    body = dashboard.get("/tools.json?range=24h").get_json()
+    assert [(t["function_name"], t["calls"]) for t in body["data"]] == [("lookup", 2)]
+    assert body["range"]["preset"] == "24h"
+    assert datetime.fromisoformat(body["range"]["from"]) == start
+    usage = dashboard.get("/tools/usage.json?name=lookup&range=24h").get_json()
+    assert usage["stats"]["calls"] == 2
+    assert datetime.fromisoformat(usage["range"]["from"]) == start
+    calls = dashboard.get("/calls.json?range=24h").get_json()
+    assert len(calls["data"]) == 2
+    assert datetime.fromisoformat(calls["filters"]["time_from"]) == start
+    doc = page(dashboard.get("/tools?range=24h"))
+    assert doc.select("#tools-results tbody tr td.num")[0].text == "2"
+    assert doc.one(".time-since").text == f"from {start:%Y-%m-%d %H}:00 UTC"
+    assert page(dashboard.get("/calls?range=24h")).one(".time-since").text.startswith("from ")
+
+
+@pytest.mark.parametrize("url", ["/tools.json?range=24h", "/tools.json?range=1h"])
+def test_the_tools_page_of_a_preset_reads_the_roll_ups_only(
+    app, dashboard, project_key, count_queries, monkeypatch, url
+):
+    """Past the exact percentiles' bound the tools page of a preset sums whole hours of the
+    roll-ups and reads no call: a range starting inside an hour read that hour's calls from
+    the rows (30,000 at 5,000,000 calls: 1.2 s; issue 24)."""
+    from webapp.queries import tool_stats
+
+    monkeypatch.setattr(tool_stats, "EXACT_PERCENTILES_MAX_CALLS", 0)
+    now = _hour_start()
+    with data(app):
+        for age in (timedelta(minutes=1), timedelta(minutes=50), timedelta(hours=23, minutes=50)):
+            f.simple_conversation(project_key.project_id, f"c{age.seconds}", at=now - age)
+    dashboard.get(url)
+    with count_queries() as counter:
+        body = dashboard.get(url).get_json()
+    assert body["data"][0]["calls"] > 0 and body["data"][0]["approximate"] is True
+    reads = [s for s in counter.statements if re.search(r"\bFROM tool_invocation\b", s)]
+    assert reads == []

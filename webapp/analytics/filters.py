@@ -18,6 +18,7 @@ __all__ = [
     "FilterError",
     "parse_filters",
     "range_arg",
+    "range_start",
 ]
 
 DEFAULT_DAYS = 30
@@ -25,9 +26,9 @@ PRESETS = (7, 30, 90)
 MAX_DAYS = 3660  # ten years of daily points is still a light chart
 MAX_NAME = 255  # channel and tool names are stored in columns of this size
 # The time range picker's presets (``range=``), on every page that has one and in the API: the
-# last hour, day, week or month up to the moment of the request. A preset stays relative in
-# the URL (a saved view of "last 24 h" shows the last 24 hours whenever it is opened); a custom
-# range is ``from``/``to``.
+# last hour, day, week or month up to the moment of the request, from the start of the UTC hour
+# it begins in (``range_start``). A preset stays relative in the URL (a saved view of "last 24
+# h" shows the last 24 hours whenever it is opened); a custom range is ``from``/``to``.
 RANGES = {
     "1h": timedelta(hours=1),
     "24h": timedelta(hours=24),
@@ -106,6 +107,18 @@ def range_arg(args: Mapping[str, str]) -> str | None:
     return raw or None
 
 
+def range_start(preset: str, now: datetime) -> datetime:
+    """The first instant (UTC) a preset covers at ``now``: ``RANGES[preset]`` before it, down to
+    the start of that UTC hour, as dashboards over roll-ups align a relative range to their
+    bucket (Grafana's ``now-24h/h``): "Last 24 h" at 14:37 counts from 14:00 the day before.
+    Every page and the API resolve a preset here, so the same range is the same calls
+    everywhere, and the pages that sum the per-hour roll-ups read whole hours only, whatever the
+    number of calls in an hour (issue 24)."""
+    since = now - RANGES[preset]
+    since = since.astimezone(UTC) if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    return since.replace(minute=0, second=0, microsecond=0)
+
+
 def _day(args: Mapping[str, str], name: str, default: date) -> date:
     raw = (args.get(name) or "").strip()
     if not raw:
@@ -127,11 +140,11 @@ def parse_filters(
     args: Mapping[str, str], today: date, now: datetime | None = None
 ) -> ChartFilters:
     """Filters from query arguments; the default period is the last 30 days up to ``today``.
-    A ``range`` preset (counted back from ``now``) replaces ``from`` and ``to``."""
+    A ``range`` preset (counted back from ``now``, ``range_start``) replaces ``from`` and ``to``."""
     preset = range_arg(args)
     if preset:
         moment = now or datetime.combine(today, time.max, tzinfo=UTC)
-        since = moment - RANGES[preset]
+        since = range_start(preset, moment)
         return ChartFilters(
             since.date(),
             moment.date(),

@@ -11,7 +11,7 @@ from flask import g, jsonify
 from flask_openapi3 import Tag
 
 from .. import ingest
-from ..analytics.filters import RANGES
+from ..analytics.filters import range_start
 from ..db import utcnow
 from ..errors import ApiError
 from ..ingest import CallDraft, Invalid, MessageDraft, PreparedMessage, WriteContext
@@ -212,7 +212,7 @@ def conversations_get(query: ConversationListQuery):
         q=search_text(query.q),
         channel=query.channel or None,
         range=query.range,
-        since=utcnow() - RANGES[query.range] if query.range else None,
+        since=range_start(query.range, utcnow()) if query.range else None,
     )
     page = list_conversations(g.project.id, filters, after=after, limit=query.limit)
     return jsonify(

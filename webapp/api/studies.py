@@ -25,7 +25,7 @@ from pydantic import (
     create_model,
 )
 
-from ..analytics.filters import RANGES
+from ..analytics.filters import range_start
 from ..db import utcnow
 from ..errors import ApiError
 from ..ingest.transaction import Write
@@ -253,7 +253,7 @@ def _spec(body: StudyCreate) -> StudySpec:
             missing_responses=f.missing_responses,
             failed_runs=f.failed_runs,
             range=f.range,
-            since=utcnow() - RANGES[f.range] if f.range else None,
+            since=range_start(f.range, utcnow()) if f.range else None,
         )
     return StudySpec(
         connection=body.connection,

@@ -33,8 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnElement
 
-from ..analytics.filters import RANGES, range_arg
 from ..analytics.filters import FilterError as RangeError
+from ..analytics.filters import range_arg, range_start
 from ..db import db
 from ..models import Channel, Conversation, Message, Project, ToolInvocation, call_sort_key_sql
 from ..sql import (
@@ -92,7 +92,9 @@ class CallFilters:
     time_to: datetime | None = None  # calls before (UTC; a day given as `to` includes it)
     sort: str = "time"
     order: str = "desc"
-    range: str | None = None  # a preset (RANGES): time_from is that long before the request
+    # A preset (RANGES): time_from is that long before the request, from the start of its UTC
+    # hour (analytics.filters.range_start).
+    range: str | None = None
 
     def query_args(self) -> dict[str, str]:
         """The filters as URL query arguments (defaults left out), for links and the URL bar."""
@@ -181,7 +183,8 @@ def _moment(args: Mapping[str, str], name: str, end: bool) -> datetime | None:
 
 def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> CallFilters:
     """The explorer's filters from query arguments (the page's and the API's). A ``range``
-    preset (the last 1h, 24h, 7d, 30d before ``now``) replaces ``from`` and ``to``."""
+    preset (the last 1h, 24h, 7d, 30d before ``now``, from the start of that UTC hour)
+    replaces ``from`` and ``to``."""
     try:
         preset = range_arg(args)
     except RangeError as exc:
@@ -212,7 +215,7 @@ def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> CallF
         order=order,
     )
     if preset:
-        since = (now or datetime.now(UTC)) - RANGES[preset]
+        since = range_start(preset, now or datetime.now(UTC))
         filters = replace(filters, range=preset, time_from=since, time_to=None)
     # A range whose low end is above its high end (min_bytes=9&max_bytes=3) is empty: no call
     # matches. It is a question with an answer, not a malformed one (an OpenAPI document cannot

@@ -42,6 +42,12 @@ CHART_PANEL = ("tool-cost", "result-sizes", "errors")
 MAX_NAME_CHARS = 255
 
 
+def _range(period: call_explorer.CallFilters) -> dict[str, object]:
+    """The period the figures cover, for the JSON twins: a preset's name and where it starts
+    (the start of a UTC hour, analytics.filters.range_start), or the custom bounds."""
+    return {"preset": period.range, "from": period.time_from, "to": period.time_to}
+
+
 @twin_get(bp, "/tools")
 def tools_get(fmt: str):
     sort = request.args.get("sort", "calls")
@@ -67,9 +73,12 @@ def tools_get(fmt: str):
         "data": stats,
         "sort": sort,
         "period": period,
+        "range": _range(period),
         "filter_args": period.query_args(),
     }
-    response = respond(data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data"))
+    response = respond(
+        data, page="tools/tools.html", fmt=fmt, json_keys=("object", "data", "range")
+    )
     if wants_fragment():  # the picker's request: the address bar shows the range's URL
         sorting = {"sort": sort} if sort != "calls" else {}
         return push_url(response, url_for("tools.tools_get", **sorting, **data["filter_args"]))
@@ -109,6 +118,7 @@ def tool_usage_get(fmt: str):
         "has_more": following is not None,
         "next_cursor": encode(*following) if following is not None else None,
         "period": period,
+        "range": _range(period),
         "filter_args": period.query_args(),
     }
     response = respond(
@@ -116,7 +126,7 @@ def tool_usage_get(fmt: str):
         page="tools/tool.html",
         fragment="tools/_conversation_rows.html" if after else None,
         fmt=fmt,
-        json_keys=("name", "stats", "conversations", "has_more", "next_cursor"),
+        json_keys=("name", "stats", "conversations", "has_more", "next_cursor", "range"),
     )
     if wants_fragment() and after is None:  # the picker's request: the address bar follows
         return push_url(response, url_for("tools.tool_usage_get", name=name, **data["filter_args"]))

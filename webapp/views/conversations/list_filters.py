@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 
-from ...analytics.filters import RANGES, FilterError, range_arg
+from ...analytics.filters import FilterError, range_arg, range_start
 from ...queries.conversation_list import MAX_QUERY_CHARS, SORTS, ListFilters, search_text
 from ..common import BadParameter
 
@@ -52,5 +52,5 @@ def parse_filters(args: Mapping[str, str], now: datetime | None = None) -> ListF
         date_to=date_to,
         sort=sort,
         range=preset,
-        since=(now or datetime.now(UTC)) - RANGES[preset] if preset else None,
+        since=range_start(preset, now or datetime.now(UTC)) if preset else None,
     )
