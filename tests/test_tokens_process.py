@@ -230,3 +230,23 @@ def test_stop_ends_a_process_that_ignores_sigterm(tmp_path):
     assert process.process.returncode == -signal.SIGKILL
     assert time.monotonic() - started < 10
     process.process.stdout.close()
+
+
+def test_the_run_workers_modules_are_imported_at_the_lowest_priority(tmp_path, monkeypatch):
+    """The provider SDKs' import (seconds of CPU when the server starts, as agents' first writes
+    arrive) runs in a thread at nice 19; the caller, which starts the run worker's threads
+    afterwards (they inherit its priority), keeps its own."""
+    import sys
+    import threading
+
+    from webapp.token_process import import_at_low_priority
+
+    (tmp_path / "probe_module.py").write_text(
+        "import os, threading\n"
+        "PRIORITY = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    import_at_low_priority("probe_module")
+    assert sys.modules["probe_module"].PRIORITY == 19
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

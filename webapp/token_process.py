@@ -26,6 +26,7 @@ parent goes away (a master killed with SIGKILL runs no hook). It keeps the file 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -131,6 +132,25 @@ class TokenProcess:
             process.wait()
 
 
+def import_at_low_priority(module: str) -> None:
+    """Import `module` in a thread at the lowest CPU priority and wait for it. The run worker's
+    modules bring the provider SDKs (openai, anthropic: seconds of CPU building their pydantic
+    models), imported when the server starts, which is when agents' first writes arrive; at
+    the workers' priority that import took a fifth of the server's CPU from them (measured with
+    py-spy during `toolscope bench --only otlp`). The importing thread alone is lowered, as a
+    thread's priority is inherited by the threads it starts: the run worker's threads, started
+    afterwards by the caller, keep the process's priority."""
+
+    def run() -> None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        importlib.import_module(module)
+
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    thread.join()
+
+
 def main() -> int:
     """The token pass process: count until SIGTERM / SIGINT or until the parent is gone."""
     logging.basicConfig(level=logging.WARNING, format="[token pass %(process)d] %(message)s")
@@ -147,7 +167,6 @@ def main() -> int:
 
     from . import create_app
     from .ingest.token_pass import TokenPass
-    from .services.run_worker import RunWorker
 
     # No API, no pages: the pass needs only the database (~11 MB less).
     config = {"DATABASE_URL": database_url, "TOKEN_PASS_SECONDS": interval}
@@ -164,8 +183,12 @@ def main() -> int:
         refresher.start(app)
     # The run worker beside the pass: the server's runs are sent from here, so no web worker
     # waits on a model (docs/runs.md, 'The queue and where it runs').
-    run_worker = RunWorker.for_app(app) if app.config.get("RUN_WORKERS", 0) > 0 else None
-    if run_worker is not None:
+    run_worker = None
+    if app.config.get("RUN_WORKERS", 0) > 0:
+        import_at_low_priority("webapp.services.run_worker")
+        from .services.run_worker import RunWorker
+
+        run_worker = RunWorker.for_app(app)
         run_worker.start(app)
     ringing = threading.Event()  # set to stop the doorbell's thread
     if run_worker is not None and os.environ.get(ENV_DOORBELL):
