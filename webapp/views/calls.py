@@ -59,7 +59,11 @@ def calls_get(fmt: str):
         limit=limit,
     )
     total = None
-    if wants_total(fmt, after):  # the total above the list, for a new page or search
+    if wants_total(fmt, after) and not page.has_more:
+        # The first page holds every match: no count (for a rare status, one more walk of the
+        # project's calls; issue 24).
+        total = len(page.rows)
+    elif wants_total(fmt, after):  # the total above the list, for a new page or search
         total = queries.count_calls(
             project.id,
             filters,
