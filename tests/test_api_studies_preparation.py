@@ -14,7 +14,7 @@ from studies_support import CIDS, FRESH, STALE, seed, start
 
 from webapp.db import db
 from webapp.ingest.transaction import Write, run_write
-from webapp.models import ModelRun, Study
+from webapp.models import Conversation, ModelRun, Study
 from webapp.services import studies
 from webapp.services.run_worker import RunWorker
 
@@ -166,3 +166,25 @@ def test_a_conversation_whose_replay_cannot_be_built_gets_a_failed_run(app, proj
     assert len(failed) == 1 and failed[0][0] == "replay" and "turn" in failed[0][1]
     status, _ = study_row(app, study_id)
     assert status == "succeeded"
+
+
+def test_each_conversation_is_read_once_for_all_the_variants(app, project_key, fake, count_queries):
+    """Preparing a study of two variants reads each conversation's calls once, not once per
+    variant: the variants differ in how the history is replayed, not in what it is."""
+    from webapp.queries.conversations import find_conversations
+    from webapp.services import replay_answer
+
+    seed(app, project_key.project_id, fake)
+    study_id = start(app, project_key.project_id)
+    with app.app_context():
+        first = db.session.scalar(sa.select(sa.func.min(Conversation.id)))
+        one = find_conversations(project_key.project_id, [first])[0]
+        with count_queries() as single:
+            replay_answer.load(one)
+        db.session.remove()
+    with count_queries() as queries, app.app_context():
+        assert studies.prepare_next(batch=len(CIDS)) == study_id
+        db.session.remove()
+    per_load = sum("FROM tool_invocation" in s for s in single.statements)
+    assert per_load > 0
+    assert sum("FROM tool_invocation" in s for s in queries.statements) == per_load * len(CIDS)

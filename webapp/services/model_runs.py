@@ -38,6 +38,7 @@ from ..db import db, utcnow
 from ..ingest.transaction import Write, run_write
 from ..models import Conversation, ModelRun, Project, Study
 from ..pricing import cost_for, parse_overrides
+from ..queries.histories import LoadedHistory
 from ..queries.records import ConversationRecord
 from ..replay.edits import EditError, apply_edits, parse_edits
 from ..replay.export import OPTION_FIELDS, OptionError, parse_query
@@ -146,11 +147,13 @@ def prepare_run(
     now: datetime | None = None,
     study_id: str | None = None,
     variant: str | None = None,
+    loaded: LoadedHistory | None = None,
 ) -> PreparedRun:
     """Check ``spec`` against the conversation and the project's connections, and build what
     will be sent. Reads only (the caller ends the read before :func:`store_run`). Raises
     :class:`RunInputError` (bad options or edits: 422, unknown connection: 404, unusable
-    connection: 409)."""
+    connection: 409). ``loaded``: the conversation's history when the caller read it already
+    (a study reads each conversation once for all its variants); never changed here."""
     now = now or utcnow()
     unknown = set(spec.options) - set(OPTION_FIELDS)
     if unknown:
@@ -181,7 +184,8 @@ def prepare_run(
             "model", f"connection {connection.name!r} has no default model: name one"
         )
     with gc_paused():  # the replay's whole job, as the replay API pauses it (no network here)
-        loaded = replay_answer.load(conversation)
+        if loaded is None:
+            loaded = replay_answer.load(conversation)
         try:
             original = replay_answer.build(conversation, loaded, query, now)
             as_of = original.options.as_of

@@ -48,9 +48,10 @@ from ..queries import call_selection
 from ..queries.call_explorer import CallFilters
 from ..queries.conversation_list import ListFilters, filter_conditions
 from ..queries.conversations import find_conversations
+from ..replay.gc_pause import gc_paused
 from ..replay.next_action import LABELS, NextAction, compare
 from ..replay.units import MESSAGE_OVERHEAD
-from . import model_runs
+from . import model_runs, replay_answer
 from .model_runs import PreparedRun, RunInputError, RunSpec
 
 RUN = ModelRun.__table__
@@ -459,15 +460,25 @@ def _prepare_runs(
     )
     by_id = {r.id: r for r in find_conversations(project_id, list(found.values()))}
     runs: list[PreparedRun] = []
+    histories: dict[int, Any] = {}  # each conversation read once, for all the variants
     for name, run_spec in _run_specs_of(spec).items():
         for cid in cids:
             conversation = by_id.get(found.get(cid, -1))
             if conversation is None:  # deleted since the study started: not compared
                 continue
+            if conversation.id not in histories:
+                with gc_paused():  # as prepare_run loads it
+                    histories[conversation.id] = replay_answer.load(conversation)
             try:
                 runs.append(
                     model_runs.prepare_run(
-                        project_id, conversation, run_spec, now=now, study_id=study_id, variant=name
+                        project_id,
+                        conversation,
+                        run_spec,
+                        now=now,
+                        study_id=study_id,
+                        variant=name,
+                        loaded=histories[conversation.id],
                     )
                 )
             except RunInputError as exc:
