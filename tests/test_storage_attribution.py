@@ -50,7 +50,14 @@ def _reset(app) -> None:
     with app.app_context():
         for table in ("otel_turn_trace", "otel_turn", "otel_link", "otel_span", "otel_log"):
             db.session.execute(sa.text(f"DELETE FROM {table}"))
-        for table in ("conversation", "message", "tool_rollup", "model_rollup"):
+        # project_tool_cost too: a raw DELETE of conversations bypasses the paths that keep it.
+        for table in (
+            "conversation",
+            "message",
+            "tool_rollup",
+            "model_rollup",
+            "project_tool_cost",
+        ):
             db.session.execute(sa.text(f"DELETE FROM {table}"))
         db.session.commit()
 

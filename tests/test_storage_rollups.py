@@ -3,8 +3,9 @@
 Random sequences of what changes tool calls and service calls, through the real write paths:
 native message posts (new calls, responses and usage arriving later), MessageTool posts (to
 placeholders too), OTLP exports (a trace sent in part, then whole: the projector rewrites its
-turns, deleting and inserting calls and usage), conversation deletes, purges and the token
-pass. After each sequence every roll-up row equals the recomputation from the rows (counts,
+turns, deleting and inserting calls and usage), conversation deletes, purges, the token pass
+and the stored tool costs brought up to date. After each sequence every roll-up row equals the
+recomputation from the rows (the tool-cost roll-up: from conversation_tool_cost) (counts,
 sums, newest call and the sketches' bins exactly), the merged sketches' quantiles are within the
 sketch's relative accuracy of the exact quantiles, and the pages' reads (the tools statistics,
 the daily series) give the figures the rows give, over ranges that start and end inside hours.
@@ -35,11 +36,13 @@ from webapp.analytics.rollups import (
     split_range,
 )
 from webapp.db import db, utcnow
+from webapp.ingest import tool_cost_rollup
 from webapp.ingest.purge import purge
 from webapp.ingest.rollups import flush, recompute
 from webapp.ingest.token_pass import count_pending
 from webapp.models import ModelRollup, ToolInvocation, ToolRollup
 from webapp.queries import analytics, tool_stats
+from webapp.services.attribution_store import refresh_stale
 
 BASE = datetime(2026, 3, 10, 7, 0, tzinfo=UTC)
 NAMES = ("search", "fetch", "lookup")
@@ -94,8 +97,9 @@ otlp_op = st.tuples(st.just("otlp"), st.integers(1, 3), st.booleans())
 delete_op = st.tuples(st.just("delete"), st.sampled_from(["c0", "c1", "c2", "o1", "o2", "o3"]))
 purge_op = st.tuples(st.just("purge"), st.booleans())
 tokens_op = st.tuples(st.just("tokens"))
+costs_op = st.tuples(st.just("costs"))
 ops = st.lists(
-    st.one_of(native_op, native_op, tools_op, otlp_op, delete_op, purge_op, tokens_op),
+    st.one_of(native_op, native_op, tools_op, otlp_op, delete_op, purge_op, tokens_op, costs_op),
     min_size=1,
     max_size=8,
 )
@@ -167,6 +171,9 @@ def _apply(app, client, key, op: tuple) -> None:
     elif kind == "tokens":
         with app.app_context():
             count_pending()
+    elif kind == "costs":
+        with app.app_context():
+            refresh_stale(key.project_id, {})
 
 
 def _reset(app) -> None:
@@ -181,6 +188,7 @@ def _reset(app) -> None:
             "message",
             "tool_rollup",
             "model_rollup",
+            "project_tool_cost",
         ):
             db.session.execute(sa.text(f"DELETE FROM {table}"))
         db.session.commit()
@@ -220,6 +228,8 @@ def _assert_no_drift(project_id: int) -> None:
             assert getattr(row, name) == getattr(part, name), (key, name)
         assert (row.cost_nano, row.unpriced) == (part.cost_nano, part.unpriced), key
     _assert_quantiles(project_id)
+    # The stored tool costs' roll-up: their sums per project, hour and tool, no row left over.
+    assert tool_cost_rollup.stored() == tool_cost_rollup.recompute()
 
 
 def _assert_quantiles(project_id: int) -> None:
@@ -315,6 +325,27 @@ def _comparable(s: tool_stats.ToolStats) -> tuple:
     [("otlp", 1, False), ("otlp", 2, True), ("otlp", 1, True), ("tokens",), ("delete", "o1")],
     600,
     12,
+)
+# The stored tool costs: stored, replaced after more writes, then their conversations deleted
+# one by one and purged.
+@example(
+    [
+        ("native", 0, 0, 4, True, False),
+        ("native", 1, 1, 3, True, True),
+        ("otlp", 1, True),
+        ("costs",),
+        ("native", 0, 1, 2, True, True),
+        ("tokens",),
+        ("costs",),
+        ("delete", "c1"),
+    ],
+    0,
+    30,
+)
+@example(
+    [("native", 0, 0, 4, True, False), ("otlp", 2, True), ("costs",), ("purge", True)],
+    0,
+    30,
 )
 def test_rollups_equal_a_recomputation_after_any_writes(
     app, client, project_key, sequence, since_minutes, hours

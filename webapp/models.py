@@ -431,7 +431,8 @@ class ConversationToolCost(db.Model):
     __tablename__ = "conversation_tool_cost"
     __table_args__ = (
         Index(None, "project_id", "bucket"),
-        Index(None, "conversation_id"),
+        # A conversation's rows of a range (the pieces the roll-up's reads take away).
+        Index(None, "conversation_id", "bucket"),
     )
 
     id: Mapped[int] = mapped_column(RowId, primary_key=True)
@@ -439,6 +440,28 @@ class ConversationToolCost(db.Model):
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
     bucket: Mapped[datetime] = mapped_column(UTCDateTime)
     function_name: Mapped[str] = mapped_column(String(255))
+    results: Mapped[int] = mapped_column(BigInteger, default=0)
+    result_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    sends: Mapped[int] = mapped_column(BigInteger, default=0)
+    resent_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    unpriced_input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_femto: Mapped[int] = mapped_column(BigInteger, default=0)
+    estimated_femto: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class ProjectToolCost(db.Model):
+    """The stored tool costs (``conversation_tool_cost``) of one project, tool and hour, summed
+    over its conversations; ``pieces``: how many rows are summed (none: the row goes). Kept in
+    step by the writes of those rows (``webapp.ingest.tool_cost_rollup``)."""
+
+    __tablename__ = "project_tool_cost"
+    __table_args__ = (UniqueConstraint("project_id", "bucket", "function_name"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    bucket: Mapped[datetime] = mapped_column(UTCDateTime)
+    function_name: Mapped[str] = mapped_column(String(255))
+    pieces: Mapped[int] = mapped_column(BigInteger, default=0)
     results: Mapped[int] = mapped_column(BigInteger, default=0)
     result_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     sends: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -43,6 +43,7 @@ from ..analytics.rollups import (
 from ..db import db
 from ..models import ModelRollup, ToolRollup
 from ..sql import MESSAGE, SERVICE_CALL, TOOL
+from . import tool_cost_rollup  # noqa: F401 (its listener: conversation deletes)
 
 TOOL_ROLLUP = ToolRollup.__table__
 MODEL_ROLLUP = ModelRollup.__table__

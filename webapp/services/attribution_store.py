@@ -11,8 +11,8 @@ conversation's is stale; so is one computed with other price overrides of the pr
 :func:`webapp.ingest.attribution.mark_counted`) the conversations computed while some of their
 counts were pending. A delete or purge of a conversation takes its rows by cascade.
 
-The chart (:func:`webapp.views.charts.project_attribution`) sums the stored rows of the whole
-hours in its range in SQL, and replays in Python at most ``INLINE_MAX`` conversations: the
+The chart (:func:`webapp.views.charts.project_attribution`) sums the stored pieces of the whole
+hours in its range in SQL (from their per-project roll-up, :func:`stored_totals`), and replays in Python at most ``INLINE_MAX`` conversations: the
 stale ones (storing what it computed, so the next request reads it) and those active in the
 partial hour where a range preset starts (the rows cannot split an hour). Past that bound the
 chart says which figures are pending or approximate. :func:`refresh_stale` brings a project
@@ -44,12 +44,14 @@ from ..analytics.tool_costs import (
     from_femto,
 )
 from ..db import db
+from ..ingest import tool_cost_rollup
 from ..ingest.transaction import Write, run_write
 from ..models import (
     Conversation,
     ConversationAttribution,
     ConversationToolCost,
     Message,
+    ProjectToolCost,
 )
 from ..models import ToolInvocation as T
 from ..pricing import PriceOverride
@@ -76,6 +78,7 @@ HOUR = timedelta(hours=1)
 C = Conversation
 A = ConversationAttribution
 R = ConversationToolCost
+P = ProjectToolCost
 _SUMS = (
     "results",
     "result_tokens",
@@ -247,9 +250,21 @@ def store(project_id: int, computed: Sequence[Computed]) -> None:
     was read is stored as stale (revision -1)."""
     if not computed:
         return
-    ids = [c.conversation_id for c in computed]
-    existing = set(db.session.scalars(select(C.id).where(C.id.in_(ids))))
+    ids = sorted(c.conversation_id for c in computed)
+    # Held (FOR KEY SHARE on PostgreSQL, as writers appending hold them) until the commit, so
+    # that a delete does not take the rows whose pieces the roll-up loses here as well.
+    existing = set(
+        db.session.scalars(
+            select(C.id)
+            .where(C.id.in_(ids))
+            .order_by(C.id)
+            .with_for_update(read=True, key_share=True)
+        )
+    )
     pending_now = pending_counts(ids)
+    deltas = tool_cost_rollup.rows_of_conversations(ids)
+    for value in deltas.values():
+        value[:] = [-v for v in value]
     db.session.execute(delete(R).where(R.conversation_id.in_(ids)))
     db.session.execute(delete(A).where(A.conversation_id.in_(ids)))
     states, rows = [], []
@@ -271,6 +286,8 @@ def store(project_id: int, computed: Sequence[Computed]) -> None:
         db.session.execute(A.__table__.insert(), states)
     for start in range(0, len(rows), 2000):
         db.session.execute(R.__table__.insert(), rows[start : start + 2000])
+    tool_cost_rollup.add_rows(deltas, rows)
+    tool_cost_rollup.apply(deltas)
 
 
 def refresh(
@@ -304,26 +321,51 @@ def stored_totals(
     project_id: int, f: ChartFilters, exclude: Sequence[int], hours_from: datetime
 ) -> dict[str, ToolAttribution]:
     """Per tool, the stored pieces of the covered conversations (not in ``exclude``) in the
-    hours from ``hours_from`` to the end of the range, summed."""
-    conditions = [
-        *active_conditions(project_id, f),
-        R.project_id == project_id,
-        R.bucket >= hours_from,
-        R.bucket < f.end,
-    ]
-    if exclude:
-        conditions.append(R.conversation_id.not_in(exclude))
-    if f.tool:
-        conditions.append(R.function_name == f.tool)
-    sums = [func.sum(getattr(R, n)).label(n) for n in (*_SUMS, "cost_femto", "estimated_femto")]
-    rows = db.session.execute(
-        select(R.function_name, *sums)
-        .join(C, C.id == R.conversation_id)
-        .where(*conditions)
-        .group_by(R.function_name)
-    ).all()
+    hours from ``hours_from`` to the end of the range, summed, in one statement.
+
+    Whole hours of the range are read from the roll-up (``project_tool_cost``: as many rows
+    for a million calls as for a thousand), less the pieces of the excluded conversations and
+    of those without activity in the range (calls stamped by their agent outside the server's
+    times); the rows of conversation_tool_cost are read for what it cannot say: a channel's
+    conversations, and a partial first hour that counts whole (``hours_from`` before the
+    range starts, where a conversation is covered by its activity in the range)."""
+    if f.channel:
+        parts = [_piece_rows(project_id, f, exclude, hours_from, f.end)]
+    else:
+        parts = []
+        whole_from = hours_from
+        if hours_from < f.start:
+            whole_from = hours_from + HOUR
+            parts.append(_piece_rows(project_id, f, exclude, hours_from, min(whole_from, f.end)))
+        rollup = [P.project_id == project_id, P.bucket >= whole_from, P.bucket < f.end]
+        in_range = [R.bucket >= whole_from, R.bucket < f.end]
+        if f.tool:
+            rollup.append(P.function_name == f.tool)
+            in_range.append(R.function_name == f.tool)
+        parts.append(
+            select(P.function_name, P.pieces, *[getattr(P, n) for n in _ALL_SUMS]).where(*rollup)
+        )
+        if exclude:
+            parts.append(_signed(R, -1).where(R.conversation_id.in_(exclude), *in_range))
+        # From the project's conversations idle before the range (by their index) or made
+        # after it, each one's rows of the range by (conversation_id, bucket).
+        parts.append(
+            _signed(R, -1)
+            .join(C, C.id == R.conversation_id)
+            .where(
+                C.project_id == project_id,
+                or_(C.updated_at < f.start, C.created_at >= f.end),
+                *in_range,
+            )
+        )
+    rows = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
+    sums = [func.sum(rows.c[n]).label(n) for n in ("pieces", *_ALL_SUMS)]
     out = {}
-    for row in rows:
+    for row in db.session.execute(
+        select(rows.c.function_name, *sums).group_by(rows.c.function_name)
+    ):
+        if as_int(row.pieces) <= 0:
+            continue  # every piece of the tool taken away again
         a = ToolAttribution(row.function_name)
         for n in _SUMS:
             setattr(a, n, as_int(getattr(row, n)))
@@ -331,3 +373,32 @@ def stored_totals(
         a.estimated_cost_usd = from_femto(as_int(row.estimated_femto))
         out[row.function_name] = a
     return out
+
+
+_ALL_SUMS = (*_SUMS, "cost_femto", "estimated_femto")
+
+
+def _signed(table: Any, sign: int) -> Any:
+    """The rows of conversation_tool_cost as one piece each, with their sums times ``sign``."""
+    return select(
+        table.function_name,
+        literal(sign).label("pieces"),
+        *[(getattr(table, n) * sign).label(n) for n in _ALL_SUMS],
+    )
+
+
+def _piece_rows(
+    project_id: int, f: ChartFilters, exclude: Sequence[int], start: datetime, end: datetime
+) -> Any:
+    """The rows of the covered conversations (not in ``exclude``) in [start, end)."""
+    conditions = [
+        *active_conditions(project_id, f),
+        R.project_id == project_id,
+        R.bucket >= start,
+        R.bucket < end,
+    ]
+    if exclude:
+        conditions.append(R.conversation_id.not_in(exclude))
+    if f.tool:
+        conditions.append(R.function_name == f.tool)
+    return _signed(R, 1).join(C, C.id == R.conversation_id).where(*conditions)
