@@ -146,7 +146,12 @@ def _before_conversation_delete(state: ORMExecuteState) -> None:
         return
     where = statement.whereclause  # type: ignore[attr-defined]
     ids = select(CONVERSATION.c.id)
-    remove_conversations(ids if where is None else ids.where(where))
+    ids = ids if where is None else ids.where(where)
+    if state.session.get_bind().dialect.name == "postgresql":
+        # Locked first (a delete or purge holds them already), so that a store of their costs
+        # running now commits before their rows are read, or finds them gone.
+        state.session.execute(ids.order_by(CONVERSATION.c.id).with_for_update())
+    remove_conversations(ids)
 
 
 def recompute(executor: Any = None) -> dict[Key, list[int]]:
