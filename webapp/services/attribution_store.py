@@ -12,10 +12,11 @@ conversation's is stale; so is one computed with other price overrides of the pr
 counts were pending. A delete or purge of a conversation takes its rows by cascade.
 
 The chart (:func:`webapp.views.charts.project_attribution`) sums the stored pieces of the whole
-hours in its range in SQL (from their per-project roll-up, :func:`stored_totals`), and replays in Python at most ``INLINE_MAX`` conversations: the
-stale ones (storing what it computed, so the next request reads it) and those active in the
-partial hour where a range preset starts (the rows cannot split an hour). Past that bound the
-chart says which figures are pending or approximate. :func:`refresh_stale` brings a project
+hours in its range in SQL (from their per-project roll-up, :func:`stored_totals`), and replays
+in Python at most ``INLINE_MAX`` conversations: the stale ones (storing what it computed, so
+the next request reads it) and those active in the partial hour where a range preset starts
+(the rows cannot split an hour). Past that bound the chart says which figures are pending or
+approximate. :func:`refresh_stale` brings a project
 up to date in batches (the bench's loader, the tests).
 
 The rule itself is pure (``webapp.analytics.tool_costs.attribution_by_hour``); the hours of a
