@@ -159,8 +159,8 @@ def test_api_lists_take_the_range(app, client, project_key, aged):
 
 def test_every_parse_of_a_preset_starts_it_at_the_start_of_the_utc_hour():
     """A preset of "last 24 h" at 14:37 counts from 14:00 the day before on every page and in
-    the API: the explorer's parse (the calls explorer, the tools pages, the calls API), the charts' (the
-    Costs page, the tool charts) and the conversations list's."""
+    the API: the explorer's parse (the calls explorer, the tools pages, the calls API), the
+    charts' (the Costs page, the tool charts) and the conversations list's."""
     from webapp.analytics import filters as chart_filters
     from webapp.queries import call_explorer
     from webapp.views.conversations import list_filters
