@@ -159,6 +159,24 @@ class ToolInvocation(db.Model):
             sqlite_where=text("is_error IS 1"),
             postgresql_where=text("is_error IS true"),
         ),
+        # The rare statuses likewise (migration ce4f6b8d0a2c): no-response and not-captured
+        # (their conditions begin with ``response IS NULL``), redacted.
+        Index(
+            "ix_tool_invocation_no_response",
+            "project_id",
+            "created_at",
+            "id",
+            sqlite_where=text("response IS NULL"),
+            postgresql_where=text("response IS NULL"),
+        ),
+        Index(
+            "ix_tool_invocation_redacted",
+            "project_id",
+            "created_at",
+            "id",
+            sqlite_where=text("redactions IS NOT NULL"),
+            postgresql_where=text("redactions IS NOT NULL"),
+        ),
         # The tool usage page walks a tool's calls newest first (issue 24).
         Index(None, "project_id", "function_name", "created_at", "id"),
     )
