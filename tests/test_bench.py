@@ -302,3 +302,19 @@ def test_the_runs_section_times_runs_and_counts_a_studys_runs(monkeypatch):
     from webapp.bench.sections import SECTIONS
 
     assert not SECTIONS["runs"].by_default
+
+
+POSTGRES_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def test_postgresql_only_skips_the_sqlite_run():
+    """`--postgresql-only` with `--database-url` measures a scratch PostgreSQL database alone
+    (docs/benchmark.md's PostgreSQL reads run); without `--database-url` it is a usage error."""
+    refused = CliRunner().invoke(command, ["--postgresql-only", "--only", "reads"])
+    assert refused.exit_code == 2 and "--database-url" in refused.output
+
+    args = ["--only", "raw-insert", "--calls", "200", "--json", "--postgresql-only"]
+    result = CliRunner().invoke(command, [*args, "--database-url", POSTGRES_SERVER])
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    assert target["name"] == "postgresql" and target["figures"]

@@ -115,6 +115,11 @@ class Target:
     "database is created on this server for the run and dropped afterwards.",
 )
 @click.option(
+    "--postgresql-only",
+    is_flag=True,
+    help="With --database-url: measure PostgreSQL only (the SQLite run is skipped).",
+)
+@click.option(
     "--only",
     "only",
     multiple=True,
@@ -152,6 +157,7 @@ def command(
     server_database_url: str | None,
     keep: bool,
     database_url: str | None,
+    postgresql_only: bool,
     only: tuple[str, ...],
     workers: int,
     worker_class: str,
@@ -162,6 +168,8 @@ def command(
     """Measure ingestion throughput (tool calls/s, requests/s, latency) and raw inserts."""
     if key and not url:
         raise click.UsageError("--key goes with --url")
+    if postgresql_only and (url or not database_url):
+        raise click.UsageError("--postgresql-only goes with --database-url (and without --url)")
     sections = (
         [SECTIONS[name] for name in only]
         if only
@@ -182,7 +190,15 @@ def command(
         needs_load = any(s.needs_server for s in sections)
         with LoadGenerator(concurrency) if needs_load else contextlib.nullcontext() as load:
             targets = _targets(
-                url, server_database_url, database_url, sections, server_options, keep, run_id, say
+                url,
+                server_database_url,
+                database_url,
+                sections,
+                server_options,
+                keep,
+                run_id,
+                say,
+                sqlite=not postgresql_only,
             )
             for target_cm in targets:
                 with target_cm as target:
@@ -207,12 +223,14 @@ def _targets(
     keep: bool,
     run_id: str,
     say: Any,
+    sqlite: bool = True,
 ) -> Iterator[contextlib.AbstractContextManager[Target]]:
     if url:
         yield _url_target(url, server_database_url, database_url, keep, run_id, say)
         return
     needs_server = any(s.needs_server for s in sections)
-    yield _own_target("sqlite", scratch_sqlite(keep, say), needs_server, server_options)
+    if sqlite:
+        yield _own_target("sqlite", scratch_sqlite(keep, say), needs_server, server_options)
     if database_url:
         yield _own_target(
             "postgresql", scratch_postgres(database_url, keep, say), needs_server, server_options
