@@ -72,9 +72,11 @@ def _grouped(*conditions: Any, executor: Any = None) -> dict[Key, list[int]]:
     }
 
 
-def rows_of_conversations(conversation_ids: Any) -> dict[Key, list[int]]:
-    """What the stored rows of these conversations (a list or a SELECT of ids) add."""
-    return _grouped(R.c.conversation_id.in_(conversation_ids))
+def removed(conversation_ids: Any) -> dict[Key, list[int]]:
+    """What taking away the stored rows of these conversations (a list or a SELECT of ids)
+    subtracts from the roll-up."""
+    added = _grouped(R.c.conversation_id.in_(conversation_ids))
+    return {key: [-v for v in value] for key, value in added.items()}
 
 
 def add_rows(
@@ -130,10 +132,7 @@ def apply(deltas: Mapping[Key, list[int]]) -> None:
 def remove_conversations(conversation_ids: Any) -> None:
     """Before deleting conversations (their stored tool costs go by cascade): subtract them.
     ``conversation_ids``: a list or a SELECT of ids."""
-    deltas = rows_of_conversations(conversation_ids)
-    for value in deltas.values():
-        value[:] = [-v for v in value]
-    apply(deltas)
+    apply(removed(conversation_ids))
 
 
 @event.listens_for(Session, "do_orm_execute")

@@ -263,9 +263,7 @@ def store(project_id: int, computed: Sequence[Computed]) -> None:
         )
     )
     pending_now = pending_counts(ids)
-    deltas = tool_cost_rollup.rows_of_conversations(ids)
-    for value in deltas.values():
-        value[:] = [-v for v in value]
+    deltas = tool_cost_rollup.removed(ids)
     db.session.execute(delete(R).where(R.conversation_id.in_(ids)))
     db.session.execute(delete(A).where(A.conversation_id.in_(ids)))
     states, rows = [], []
@@ -343,9 +341,8 @@ def stored_totals(
         if f.tool:
             rollup.append(P.function_name == f.tool)
             in_range.append(R.function_name == f.tool)
-        parts.append(
-            select(P.function_name, P.pieces, *[getattr(P, n) for n in _ALL_SUMS]).where(*rollup)
-        )
+        summed = [getattr(P, n) for n in tool_cost_rollup.SUMS]
+        parts.append(select(P.function_name, P.pieces, *summed).where(*rollup))
         if exclude:
             parts.append(_signed(R, -1).where(R.conversation_id.in_(exclude), *in_range))
         # From the project's conversations idle before the range (by their index) or made
@@ -360,7 +357,7 @@ def stored_totals(
             )
         )
     rows = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
-    sums = [func.sum(rows.c[n]).label(n) for n in ("pieces", *_ALL_SUMS)]
+    sums = [func.sum(rows.c[n]).label(n) for n in ("pieces", *tool_cost_rollup.SUMS)]
     out = {}
     for row in db.session.execute(
         select(rows.c.function_name, *sums).group_by(rows.c.function_name)
@@ -376,15 +373,12 @@ def stored_totals(
     return out
 
 
-_ALL_SUMS = (*_SUMS, "cost_femto", "estimated_femto")
-
-
 def _signed(table: Any, sign: int) -> Any:
     """The rows of conversation_tool_cost as one piece each, with their sums times ``sign``."""
     return select(
         table.function_name,
         literal(sign).label("pieces"),
-        *[(getattr(table, n) * sign).label(n) for n in _ALL_SUMS],
+        *[(getattr(table, n) * sign).label(n) for n in tool_cost_rollup.SUMS],
     )
 
 

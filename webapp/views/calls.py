@@ -59,16 +59,18 @@ def calls_get(fmt: str):
         limit=limit,
     )
     total = None
-    if wants_total(fmt, after) and not page.has_more:
-        # The first page holds every match: no count (for a rare status, one more walk of the
-        # project's calls; issue 24).
-        total = len(page.rows)
-    elif wants_total(fmt, after):  # the total above the list, for a new page or search
-        total = queries.count_calls(
-            project.id,
-            filters,
-            now=utcnow(),
-            token_cap=current_app.config["REPLAY_RESULT_TOKEN_CAP"],
+    if wants_total(fmt, after):  # the total above the list, for a new page or search
+        # A first page that holds every match is its own total: no count (for a rare status,
+        # one more walk of the project's calls; issue 24).
+        total = (
+            len(page.rows)
+            if not page.has_more
+            else queries.count_calls(
+                project.id,
+                filters,
+                now=utcnow(),
+                token_cap=current_app.config["REPLAY_RESULT_TOKEN_CAP"],
+            )
         )
     data = {
         **list_context(page, filters, limit),
