@@ -38,6 +38,7 @@ __all__ = [
     "bucket_start",
     "call_part",
     "quantile",
+    "quantiles",
     "usage_part",
 ]
 
@@ -176,9 +177,47 @@ class Bins:
 
 def quantile(bins: Bins, q: float) -> float | None:
     """The value at quantile ``q`` (0..1) of the sketch, None when it is empty."""
-    if bins.count <= 0:
-        return None
-    return bins.sketch().get_quantile_value(q)
+    return quantiles(bins, (q,))[0]
+
+
+def quantiles(bins: Bins, qs: Iterable[float]) -> list[float | None]:
+    """``DDSketch.get_quantile_value`` of ``bins.sketch()`` for each of ``qs``, read from the
+    bins directly: filling a ``DDSketch`` adds each bin's value one by one in Python, ~1.5 ms
+    for a sketch of 500 bins, and a tools page asks for one per tool and measure (at a million
+    calls most of `/tools?range=24h`'s time). The walk is DDSketch's own (its stores'
+    ``key_at_rank``); tests/test_analytics_quantiles.py proves the same answers."""
+    pos = sorted((k, c) for k, c in bins.pos.items() if c > 0)
+    neg = sorted((k, c) for k, c in bins.neg.items() if c > 0)
+    zero = bins.zero if bins.zero > 0 else 0
+    neg_count = sum(c for _, c in neg)
+    total = neg_count + zero + sum(c for _, c in pos)
+    out: list[float | None] = []
+    for q in qs:
+        if q < 0 or q > 1 or total == 0:
+            out.append(None)
+            continue
+        rank = q * (total - 1)
+        if rank < neg_count:
+            key = _key_at_rank(neg, neg_count - rank - 1, lower=False)
+            out.append(-_MAPPING.value(_MAPPING.key(_MAPPING.value(key))))
+        elif rank < zero + neg_count:
+            out.append(0)
+        else:
+            key = _key_at_rank(pos, rank - zero - neg_count, lower=True)
+            out.append(_MAPPING.value(_MAPPING.key(_MAPPING.value(key))))
+    return out
+
+
+def _key_at_rank(bins: list[tuple[int, int]], rank: float, *, lower: bool) -> int:
+    """``DenseStore.key_at_rank`` over ``(key, count)`` pairs in key order. The key is given
+    back through the mapping's value (``mapping.key(mapping.value(key))``), as the sketch
+    stores each bin's value under the key it maps to."""
+    running = 0
+    for key, count in bins:
+        running += count
+        if (lower and running > rank) or (not lower and running >= rank + 1):
+            return key
+    return bins[-1][0]
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from ..analytics.records import (
     LoadedConversation,
     ResultSizes,
 )
+from ..analytics.rollups import quantiles
 from ..db import db
 from ..models import Channel, Conversation, Message, ServiceCall
 from ..models import ToolInvocation as T
@@ -193,19 +194,17 @@ def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
     for name, t in sorted(totals.items()):
         if not t.tokens_n or t.sizes.count <= 0:
             continue
-        sketch = t.sizes.sketch()
-
-        def at(q: float, sketch: Any = sketch) -> int:
-            return round(sketch.get_quantile_value(q))
-
+        low, high, *middle = (
+            round(v or 0) for v in quantiles(t.sizes, (0.0, 1.0, *(p / 100 for p in PERCENTILES)))
+        )
         out.append(
             ResultSizes(
                 function_name=name,
                 results=t.tokens_n,
                 mean=t.tokens_sum / t.tokens_n,
-                minimum=at(0.0),
-                maximum=at(1.0),
-                percentiles={p: at(p / 100) for p in PERCENTILES},
+                minimum=low,
+                maximum=high,
+                percentiles=dict(zip(PERCENTILES, middle, strict=True)),
                 approximate=True,
             )
         )

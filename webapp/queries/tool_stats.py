@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import case, func, or_, select
 
+from ..analytics.rollups import quantiles
 from ..db import db
 from ..models import Conversation, Message, ToolInvocation
 from ..sql import after_key, as_int, awaiting_response, duration_ms
@@ -127,9 +128,8 @@ def tool_stats(
     for name, t in sorted(totals.items(), key=lambda item: (-item[1].calls, item[0])):
         if approximate:
             p: dict[str, float | int] = {"timed": t.timed}
-            sketch = t.durations.sketch() if t.durations.count > 0 else None
-            for q in PERCENTILES:
-                value = sketch.get_quantile_value(q / 100) if sketch is not None else None
+            values = quantiles(t.durations, [q / 100 for q in PERCENTILES])
+            for q, value in zip(PERCENTILES, values, strict=True):
                 if value is not None:
                     p[f"p{q}"] = round(value, 1)
         else:
