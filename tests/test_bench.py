@@ -23,7 +23,12 @@ def test_a_one_second_run_reports_every_figure_without_errors():
         command, ["--seconds", "1", "--concurrency", "2", "--search-calls", "1000"]
     )
 
-    assert result.exit_code == 0, result.output
+    # A figure marked failed exits 1: say which (the whole report can be cut in the output).
+    lines = result.output.splitlines()
+    failed = [line for line in lines if re.search(r"errors [1-9]|STORED|error:", line)]
+    assert result.exit_code == 0, "\n".join(
+        [f"exit {result.exit_code}:", *failed, repr(result.exception), result.output]
+    )
     report = result.stdout
     assert "[sqlite] gunicorn, 2 gthread" in report
     for endpoint in ("POST /api/v1/messages/tools", "POST /api/v1/conversations/{cid}/turns"):
