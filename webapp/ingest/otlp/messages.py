@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...replay.jsonfast import dumps
+from ...replay.jsonfast import dumps, loads
 from .records import SURROGATE_ESCAPE_TEXT, without_surrogates
 
 Message = dict[str, Any]
@@ -42,9 +42,25 @@ def _refuse_constant(name: str) -> Any:
 
 def load_json(value: str, limit: int) -> Any:
     """`value` parsed as JSON, or None when it is not JSON (NaN and Infinity included: nothing
-    stored may hold them) or too large to parse."""
+    stored may hold them) or too large to parse.
+
+    pydantic-core's parser (`jsonfast.loads`) reads it first: 2-3 times faster than
+    `json.loads` for the message lists every GenAI span carries. It refuses whatever it would
+    read otherwise than `json.loads` (a lone surrogate escape, deeper nesting, a number over
+    4300 digits, a BOM, NaN), so what it refuses takes the standard library's path, the
+    reference: the value is the same either way (tests/test_otlp_load_json.py). What it reads
+    holds no lone surrogate, so needs no repair."""
     if len(value) > limit:
         return None
+    try:
+        return loads(value, allow_nan=False)
+    except ValueError:
+        pass
+    return _load_json_stdlib(value)
+
+
+def _load_json_stdlib(value: str) -> Any:
+    """`load_json` with the standard library's parser (what pydantic-core refuses)."""
     try:
         parsed = json.loads(value, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
