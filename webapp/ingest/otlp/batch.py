@@ -19,7 +19,7 @@ from ...replay.jsonfast import canonical
 from . import json_reader, protobuf_reader, span_events
 from .genai_logs import is_genai_log, normalize_log
 from .messages import DEFAULT_PARSE_LIMIT
-from .normalize import normalize_span, raw_attributes
+from .normalize import normalize_span_row, raw_attributes
 from .records import Decoded, LogRecord, Span
 from .redact import masker, redact_log_rows, redact_records, redact_span_rows
 
@@ -137,7 +137,7 @@ def prepare_spans(
                 out.warnings.append(f"span {span.span_id} sent twice with different content")
             continue
         seen[key] = digest
-        record = normalize_span(span, limit, conversation_keys)
+        record, attributes = normalize_span_row(span, mask, limit, conversation_keys)
         records.append(record)
         out.spans.append(
             SpanRow(
@@ -154,7 +154,7 @@ def prepare_spans(
                 scope_version=span.scope_version,
                 service_name=span.resource.service_name,
                 resource=span.resource.attributes,
-                attributes=raw_attributes(span.attributes, mask, limit),
+                attributes=attributes,
                 events=[_strip_event(e, mask, limit, record) for e in span.events],
                 links=span.links,
                 record=record,
