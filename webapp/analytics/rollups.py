@@ -148,18 +148,34 @@ class Bins:
         return out
 
     def merge_text(self, text: str | None) -> None:
-        """Add a stored sketch's counts (a read merging rows without decoding each apart)."""
-        if not text:
-            return
-        doc = orjson.loads(text)
-        for name, target in (("p", self.pos), ("n", self.neg)):
-            stored = doc.get(name)
-            if stored:
-                get = target.get
-                for key, count in stored.items():
-                    k = int(key)
-                    target[k] = get(k, 0) + count
-        self.zero += doc.get("z", 0)
+        """Add a stored sketch's counts."""
+        self.merge_texts((text,))
+
+    def merge_texts(self, texts: Iterable[str | None]) -> None:
+        """Add the counts of many stored sketches (a read merging roll-up rows). The keys stay
+        text while the rows are summed and become integers once at the end: half the time of
+        converting every key of every row (a day of hourly rows of 30 tools at a million calls
+        holds ~150,000 bins)."""
+        parts: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        zero = 0
+        loads = orjson.loads
+        for text in texts:
+            if not text:
+                continue
+            doc = loads(text)
+            for name, target in zip(("p", "n"), parts, strict=True):
+                stored = doc.get(name)
+                if stored:
+                    get = target.get
+                    for key, count in stored.items():
+                        target[key] = get(key, 0) + count
+            zero += doc.get("z", 0)
+        for summed, target in zip(parts, (self.pos, self.neg), strict=True):
+            get = target.get
+            for key, count in summed.items():
+                k = int(key)
+                target[k] = get(k, 0) + count
+        self.zero += zero
 
     def sketch(self) -> DDSketch:
         """A DDSketch holding these counts (each bin's value added with its count)."""
@@ -185,7 +201,7 @@ def quantiles(bins: Bins, qs: Iterable[float]) -> list[float | None]:
     bins directly: filling a ``DDSketch`` adds each bin's value one by one in Python, ~1.5 ms
     for a sketch of 500 bins, and a tools page asks for one per tool and measure (at a million
     calls most of `/tools?range=24h`'s time). The walk is DDSketch's own (its stores'
-    ``key_at_rank``); tests/test_analytics_quantiles.py proves the same answers."""
+    ``key_at_rank``); tests/test_analytics_sketch_reads.py proves the same answers."""
     pos = sorted((k, c) for k, c in bins.pos.items() if c > 0)
     neg = sorted((k, c) for k, c in bins.neg.items() if c > 0)
     zero = bins.zero if bins.zero > 0 else 0

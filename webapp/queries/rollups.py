@@ -159,12 +159,16 @@ def tool_totals(
                 setattr(t, name, as_int(getattr(row, name)))
             t._newest(row.last_at)
         if sketches:
+            texts: dict[str, tuple[list[str | None], list[str | None]]] = {}
             for row in db.session.execute(
                 select(R.function_name, R.durations, R.sizes).where(*where)
             ):
-                t = out[row.function_name]
-                t.durations.merge_text(row.durations)
-                t.sizes.merge_text(row.sizes)
+                durations, sizes = texts.setdefault(row.function_name, ([], []))
+                durations.append(row.durations)
+                sizes.append(row.sizes)
+            for name, (durations, sizes) in texts.items():
+                out[name].durations.merge_texts(durations)
+                out[name].sizes.merge_texts(sizes)
     for name, part in _edge_calls(project_id, edges, function_name):
         t = out.get(name)
         if t is None:

@@ -1,4 +1,6 @@
-"""The roll-ups' percentiles are DDSketch's: `rollups.quantiles` reads them from the stored bins
+"""How a read of the roll-ups merges their stored sketches and asks them for percentiles.
+
+The roll-ups' percentiles are DDSketch's: `rollups.quantiles` reads them from the stored bins
 directly instead of filling a `DDSketch` bin by bin (a tools page asks for one per tool and
 measure). For any bins, and any quantile, the answer is the one `DDSketch.get_quantile_value`
 gives for the same counts."""
@@ -50,3 +52,17 @@ def test_within_one_percent_of_the_exact_value_and_none_when_empty() -> None:
     assert p95 is not None and math.isclose(p95, 950.05, rel_tol=0.011)
     assert quantiles(Bins(), (0.5,)) == [None]
     assert quantile(bins, 1.5) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(counts, counts, st.integers(-2, 20)), max_size=8))
+def test_merging_many_stored_texts_at_once_is_merging_them_one_by_one(rows) -> None:
+    texts = [_bins(pos, neg, zero).encode() for pos, neg, zero in rows] + [None, ""]
+    expected = Bins()
+    for pos, neg, zero in rows:
+        expected.merge(_bins(pos, neg, zero))
+    merged = _bins({1: 2}, {}, 1)  # what was there before stays
+    merged.merge_texts(texts)
+    expected.merge(_bins({1: 2}, {}, 1))
+    assert merged.encode() == expected.encode()
+    assert merged.count == expected.count
