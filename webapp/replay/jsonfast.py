@@ -74,6 +74,28 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def _make_canonical() -> Callable[[Any, int], Any] | None:
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C accelerator
+        return None
+    # `canonical`'s encoder (json.dumps builds this one on every call), without the circular
+    # reference check: its markers would be shared between threads.
+    return make(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)  # type: ignore[no-any-return]
+
+
+_CANONICAL = _make_canonical()
+
+
+def canonical_utf8(obj: Any) -> bytes:
+    """``canonical(obj).encode("utf-8", "surrogatepass")``, the bytes a digest is taken of,
+    with one encoder for every call: a third faster for the small documents of a span. A
+    circular document raises RecursionError instead of ValueError (received data has none).
+    tests/test_replay_jsonfast_canonical.py compares it with `canonical`."""
+    if _CANONICAL is None:  # pragma: no cover - fallback
+        return canonical(obj).encode("utf-8", "surrogatepass")
+    return "".join(_CANONICAL(obj, 0)).encode("utf-8", "surrogatepass")
+
+
 def loads(text: str | bytes, *, allow_nan: bool = True) -> Any:
     """The value that JSON `text` encodes. Raises ValueError when `text` is not JSON, nests
     deeper than `MAX_DEPTH`, or has a number too long to convert. `allow_nan=False` refuses

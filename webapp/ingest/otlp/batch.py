@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...redaction import CompiledRules
-from ...replay.jsonfast import canonical
+from ...replay.jsonfast import canonical_utf8
 from . import json_reader, protobuf_reader, span_events
 from .genai_logs import is_genai_log, normalize_log
 from .messages import DEFAULT_PARSE_LIMIT
@@ -27,7 +27,7 @@ ENCODINGS = ("protobuf", "json")
 
 
 def _digest(*values: Any) -> str:
-    return hashlib.sha256(canonical(values).encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(canonical_utf8(values)).hexdigest()
 
 
 @dataclass
