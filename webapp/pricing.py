@@ -16,6 +16,16 @@ pattern in mapping order, e.g. ``"llama-3*"``); otherwise genai-prices is asked 
 ``provider`` when that pair is known, else by model name alone (as Langfuse does; the result says
 which price was used in :attr:`Cost.priced_as`); a ``"provider/model"`` name is also tried split.
 No match returns ``None``. Amounts are exact :class:`~decimal.Decimal` USD, not rounded.
+
+Speed (every ingested model call is priced): the model lookup is cached per name (``_LOOKUPS``,
+misses too), and so is, per genai-prices price object, a *plan* (``_PLANS``): its priced units
+(genai-prices' ``_collect_resolved_model_prices``), already validated (its
+``validate_priced_units``), and for each unit how its priced count follows from our four token
+counts (what genai-prices' ``compute_leaf_values`` does on every call). A call then costs the
+price arithmetic only, done as ``calc_price`` does it, in the same order (``_fast_amounts``).
+Anything the plan does not cover goes to genai-prices' own ``calc_price`` (the slow path), so
+every error and warning stays genai-prices' own; tests/test_pricing_fast_path.py checks the two
+agree for every model of the snapshot.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +137,19 @@ def prices_version() -> str:
 
 def _check_counts(
     input_tokens: int, output_tokens: int, cached_tokens: int, cache_write_tokens: int
-) -> None:
+) -> bool:
+    """Raise ValueError for impossible counts; return whether all four are plain ints."""
+    if (
+        type(input_tokens) is int
+        and type(output_tokens) is int
+        and type(cached_tokens) is int
+        and type(cache_write_tokens) is int
+        and output_tokens >= 0
+        and cached_tokens >= 0
+        and cache_write_tokens >= 0
+        and cached_tokens + cache_write_tokens <= input_tokens
+    ):
+        return True  # the common case, without building the messages below
     counts = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -142,6 +164,7 @@ def _check_counts(
             f"cached_tokens ({cached_tokens}) + cache_write_tokens ({cache_write_tokens}) are part"
             f" of input_tokens ({input_tokens}) and cannot exceed it"
         )
+    return False
 
 
 def _find_override(
@@ -238,6 +261,193 @@ def _zeros(price: Any) -> dict[str, int]:
     return entry[1]
 
 
+# Our four token counts, in the order of the ``counts`` tuples below, by genai-prices usage key.
+_COUNT_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+_ZERO = Decimal(0)
+_INPUT, _OUTPUT = 1, 2  # a priced unit's direction: which of input_usd/output_usd it adds to
+# ModelInfo.calc_price rewrites the usage of these (billed for at least 10 audio seconds).
+_GROQ_WHISPER = ("whisper-large-v3", "whisper-large-v3-turbo")
+
+
+class _PlannedUnit(NamedTuple):
+    """One priced unit of a price object, ready for arithmetic (a tuple: unpacked per call).
+
+    Its priced count is ``sum(coefficients[i] * counts[i])``; ``tiers`` are ``(start, price)``
+    from the highest start down, or ``None`` for the flat ``price``. A unit whose count does not
+    depend on ours (``requests`` is 1; one we never report is 0) has ``coefficients`` ``None``,
+    and its ``price`` and tier prices are then already its USD (the same Decimal, computed once).
+    """
+
+    price: Decimal
+    tiers: tuple[tuple[int, Decimal], ...] | None
+    per: Decimal  # genai-prices divides by the int; by the same Decimal is the same quotient
+    direction: int
+    coefficients: tuple[int, int, int, int] | None
+
+
+class _Plan(NamedTuple):
+    """What pricing one call at a price object needs that does not depend on the counts.
+
+    ``failing_masks``: which sets of positive counts (bit i set when ``counts[i] > 0``) make
+    genai-prices refuse to infer an unreported priced unit (it raises ValueError): such calls
+    take the slow path, which raises that error."""
+
+    units: tuple[_PlannedUnit, ...]
+    tiered: bool
+    failing_masks: frozenset[int]
+
+
+# Per price object (kept alive by its model), its plan, or None: price it on the slow path.
+_PLANS: dict[int, tuple[Any, _Plan | None]] = {}
+# genai-prices' ModelInfo, once imported (the fast path is for it, not for subclasses).
+_MODEL_INFO: list[type] = []
+
+
+def _make_plan(price: Any) -> _Plan | None:
+    """The plan of a genai-prices ``ModelPrice``, or ``None`` where only the slow path is exact:
+    a subclass (it may price differently), price keys genai-prices does not know (it warns on
+    every call), invalid prices or priced units (it raises on every call)."""
+    from genai_prices.decompose import is_descendant_or_self
+    from genai_prices.types import (
+        ModelPrice,
+        TieredPrices,
+        Usage,
+        _collect_resolved_model_prices,
+        _iter_model_price_attr_items,
+    )
+    from genai_prices.units import _get_registry
+    from genai_prices.validation import validate_priced_units
+
+    if type(price) is not ModelPrice:
+        return None
+    registry = _get_registry()
+    if any(
+        value is not None and key not in registry._all_price_keys
+        for key, value in _iter_model_price_attr_items(price, registry)
+    ):
+        return None
+    try:
+        resolved = _collect_resolved_model_prices(price, registry)
+        validate_priced_units(tuple(unit for unit, _ in resolved), registry)
+    except ValueError:
+        return None
+
+    zeros = _zeros(price)
+    # The priced count of each unit, as coefficients of our counts: compute_leaf_values, done
+    # once on symbols. A unit's count is its usage value (ours, or 0: the other keys are given as
+    # 0 or inferred as 0) less the counts of its priced descendants, most specific units first.
+    priced = {unit.usage_key: unit for unit, _ in resolved if unit.usage_key != "requests"}
+    leaves: dict[str, tuple[int, ...]] = {}
+    for unit in sorted(priced.values(), key=lambda unit: (-len(unit.dimensions), unit.usage_key)):
+        vector = tuple(int(unit.usage_key == key) for key in _COUNT_KEYS)
+        for descendant in priced.values():
+            if descendant is not unit and is_descendant_or_self(unit, descendant):
+                vector = tuple(
+                    a - b for a, b in zip(vector, leaves[descendant.usage_key], strict=True)
+                )
+        leaves[unit.usage_key] = vector
+
+    # Which positive counts make genai-prices' own inference of an unreported priced unit fail
+    # (it only looks at which reported values are > 0): asked of its Usage, all 16 cases.
+    unreported = [key for key in priced if key not in _COUNT_KEYS and key not in zeros]
+    failing = set()
+    for mask in range(16) if unreported else ():
+        usage = Usage(**{key: (mask >> bit) & 1 for bit, key in enumerate(_COUNT_KEYS)}, **zeros)
+        for key in unreported:
+            try:
+                getattr(usage, key)
+            except ValueError:
+                failing.add(mask)
+                break
+
+    units = []
+    for unit, value in resolved:
+        base, tiers = value, None
+        if isinstance(value, TieredPrices):
+            base = value.base
+            tiers = tuple((tier.start, tier.price) for tier in reversed(value.tiers))
+        per = Decimal(unit.per)
+        coefficients = leaves.get(unit.usage_key, (0, 0, 0, 0))
+        if not any(coefficients):  # a fixed count: price it now, as calc_unit_price would
+            count = int(unit.usage_key == "requests")  # _compute_registry_priced_counts
+            base = base * count / per
+            if tiers is not None:
+                tiers = tuple((start, price * count / per) for start, price in tiers)
+            coefficients = None
+        units.append(
+            _PlannedUnit(
+                price=base,
+                tiers=tiers,
+                per=per,
+                direction={"input": _INPUT, "output": _OUTPUT}.get(
+                    unit.dimensions.get("direction", ""), 0
+                ),
+                coefficients=coefficients,
+            )
+        )
+    return _Plan(
+        units=tuple(units),
+        tiered=any(unit.tiers is not None for unit in units),
+        failing_masks=frozenset(failing),
+    )
+
+
+def _plan(price: Any) -> _Plan | None:
+    entry = _PLANS.get(id(price))
+    if entry is None or entry[0] is not price:
+        plan = _make_plan(price)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        # Another thread may clear the dict meanwhile: return our own plan, not a re-read.
+        _PLANS[id(price)] = (price, plan)
+        return plan
+    return entry[1]
+
+
+def _fast_amounts(
+    plan: _Plan, input_tokens: int, output_tokens: int, cached_tokens: int, cache_write_tokens: int
+) -> tuple[Decimal, Decimal, Decimal] | None:
+    """(total, input, output) USD as genai-prices' ``ModelPrice.calc_price`` computes them (the
+    same Decimal operations in the same order), or ``None`` when it would raise (the caller then
+    takes the slow path for genai-prices' own error)."""
+    if (
+        plan.failing_masks
+        and (
+            (input_tokens > 0)
+            | (output_tokens > 0) << 1
+            | (cached_tokens > 0) << 2
+            | (cache_write_tokens > 0) << 3
+        )
+        in plan.failing_masks
+    ):
+        return None
+    total_input_tokens = input_tokens if plan.tiered else 0
+    total = input_usd = output_usd = _ZERO
+    for price, tiers, per, direction, coefficients in plan.units:
+        if tiers is not None:  # calc_unit_price: the highest tier whose start is passed
+            for start, tier_price in tiers:
+                if total_input_tokens > start:
+                    price = tier_price
+                    break
+        if coefficients is None:
+            unit_usd = price  # priced in the plan
+        else:
+            a, b, c, d = coefficients
+            count = (
+                a * input_tokens + b * output_tokens + c * cached_tokens + d * cache_write_tokens
+            )
+            if count < 0:  # more-specific counts exceed their whole: genai-prices raises
+                return None
+            # Decimal(count) * price / per in genai-prices; the int converts to the same Decimal.
+            unit_usd = price * count / per
+        total += unit_usd
+        if direction == _INPUT:
+            input_usd += unit_usd
+        elif direction == _OUTPUT:
+            output_usd += unit_usd
+    return total, input_usd, output_usd
+
+
 def _genai_prices_cost(
     model: str,
     provider: str | None,
@@ -246,10 +456,10 @@ def _genai_prices_cost(
     cached_tokens: int,
     cache_write_tokens: int,
     at: datetime,
+    plain_counts: bool = True,
 ) -> Cost | None:
     """genai-prices' ``calc_price``, in two steps: the model lookup (cached, misses too) and the
-    model's own ``calc_price`` (genai-prices' arithmetic, unchanged)."""
-    import genai_prices
+    model's price for these counts (:func:`_model_amounts`)."""
     from genai_prices.data_snapshot import get_snapshot
 
     snapshot = get_snapshot()
@@ -266,23 +476,85 @@ def _genai_prices_cost(
         if found is None:
             continue
         price_provider, model_info = found
-        usage = genai_prices.Usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cached_tokens,
-            cache_write_tokens=cache_write_tokens,
-            **_zeros(model_info.get_prices(at)),
+        amounts = _model_amounts(
+            price_provider,
+            model_info,
+            input_tokens,
+            output_tokens,
+            cached_tokens,
+            cache_write_tokens,
+            at,
+            plain_counts,
         )
-        calc = model_info.calc_price(usage, price_provider, genai_request_timestamp=at)
         return Cost(
-            total_usd=calc.total_price,
-            input_usd=calc.input_price,
-            output_usd=calc.output_price,
+            total_usd=amounts[0],
+            input_usd=amounts[1],
+            output_usd=amounts[2],
             source="genai-prices",
             source_version=prices_version(),
-            priced_as=f"{calc.provider.id}/{calc.model.id}",
+            priced_as=f"{price_provider.id}/{model_info.id}",
         )
     return None
+
+
+def _model_amounts(
+    provider: Any,
+    model_info: Any,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int,
+    cache_write_tokens: int,
+    at: datetime,
+    plain_counts: bool = True,
+) -> tuple[Decimal, Decimal, Decimal]:
+    """(total, input, output) USD of these counts at ``model_info`` of ``provider`` at ``at``:
+    from the plan of the price in force (:func:`_fast_amounts`), or else by the model's own
+    ``calc_price`` (:func:`_slow_amounts`). The slow path is for counts of an int subclass
+    (``plain_counts`` false: genai-prices converts them), a ``ModelInfo`` subclass, Groq's Whisper
+    (its usage is rewritten), price objects without a plan (see :func:`_make_plan`) and counts
+    genai-prices refuses (its own error is raised)."""
+    if not _MODEL_INFO:
+        from genai_prices.types import ModelInfo
+
+        _MODEL_INFO.append(ModelInfo)
+    if (
+        plain_counts
+        and type(model_info) is _MODEL_INFO[0]
+        and not (provider.id == "groq" and model_info.id in _GROQ_WHISPER)
+    ):
+        plan = _plan(model_info.get_prices(at))
+        if plan is not None:
+            amounts = _fast_amounts(
+                plan, input_tokens, output_tokens, cached_tokens, cache_write_tokens
+            )
+            if amounts is not None:
+                return amounts
+    return _slow_amounts(
+        provider, model_info, input_tokens, output_tokens, cached_tokens, cache_write_tokens, at
+    )
+
+
+def _slow_amounts(
+    provider: Any,
+    model_info: Any,
+    input_tokens: int,
+    output_tokens: int,
+    cached_tokens: int,
+    cache_write_tokens: int,
+    at: datetime,
+) -> tuple[Decimal, Decimal, Decimal]:
+    """genai-prices' own ``calc_price`` (what the fast path is tested against)."""
+    import genai_prices
+
+    usage = genai_prices.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cached_tokens,
+        cache_write_tokens=cache_write_tokens,
+        **_zeros(model_info.get_prices(at)),
+    )
+    calc = model_info.calc_price(usage, provider, genai_request_timestamp=at)
+    return calc.total_price, calc.input_price, calc.output_price
 
 
 def cost_for(
@@ -302,7 +574,7 @@ def cost_for(
     docstring). ``at`` picks the price in force at that time (naive means UTC; default now).
     Raises :class:`ValueError` for negative counts or cached + cache-write above input.
     """
-    _check_counts(input_tokens, output_tokens, cached_tokens, cache_write_tokens)
+    plain_counts = _check_counts(input_tokens, output_tokens, cached_tokens, cache_write_tokens)
     if not model or not model.strip():
         return None
     if overrides:
@@ -314,7 +586,14 @@ def cost_for(
     elif at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return _genai_prices_cost(
-        model.strip(), provider, input_tokens, output_tokens, cached_tokens, cache_write_tokens, at
+        model.strip(),
+        provider,
+        input_tokens,
+        output_tokens,
+        cached_tokens,
+        cache_write_tokens,
+        at,
+        plain_counts,
     )
 
 
