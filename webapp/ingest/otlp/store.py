@@ -21,11 +21,14 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import cache
 from itertools import chain
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
+    Numeric,
     bindparam,
     case,
     delete,
@@ -54,7 +57,6 @@ from ...sql import (
     SERVICE_CALL,
     TOOL,
     TOOL_DEFINITION,
-    dialect_insert,
 )
 from .. import rollups
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
@@ -194,18 +196,30 @@ def _insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
 def _make_insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
     table, columns = insert.table, insert.columns
     pg = dialect.name == "postgresql"
+    # PostgreSQL: every JSON value goes as text, cast (a value of another JSON column is
+    # serialized here); SQLite: the column's own processor serializes it, as the session did.
+    cast = {c for c in columns if c in insert.json_text or (pg and _is_json(table.c[c]))}
     mark = "%s" if pg else "?"
-    marks = ", ".join(
-        f"CAST({mark} AS JSONB)" if pg and c in insert.json_text else mark for c in columns
-    )
+    marks = ", ".join(f"CAST({mark} AS JSONB)" if pg and c in cast else mark for c in columns)
     processors = [
         None
         if c in insert.json_text
+        else compact_json
+        if c in cast
         else table.c[c].type.dialect_impl(dialect).bind_processor(dialect)
         for c in columns
     ]
     if pg:
-        processors = [_then_iso(p) if p is not None else None for p in processors]
+        processors = [
+            p
+            if c in cast
+            else _then_iso(p)
+            if p is not None
+            else _decimal_text
+            if isinstance(table.c[c].type, Numeric)
+            else None
+            for p, c in zip(processors, columns, strict=True)
+        ]
     converters = tuple((i, p) for i, p in enumerate(processors) if p is not None)
     names = ", ".join(columns)
     tail = " ON CONFLICT DO NOTHING"
@@ -213,10 +227,8 @@ def _make_insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
         tail += " RETURNING " + ", ".join(insert.returning)
     recordset = None
     if pg:
-        types = [
-            "TEXT" if c in insert.json_text else table.c[c].type.compile(dialect) for c in columns
-        ]
-        selected = [f"CAST(t.{c} AS JSONB)" if c in insert.json_text else f"t.{c}" for c in columns]
+        types = ["TEXT" if c in cast else table.c[c].type.compile(dialect) for c in columns]
+        selected = [f"CAST(t.{c} AS JSONB)" if c in cast else f"t.{c}" for c in columns]
         record = ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True))
         recordset = (
             f"INSERT INTO {table.name} ({names}) SELECT {', '.join(selected)} "
@@ -233,6 +245,10 @@ def _make_insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
     )
 
 
+def _is_json(column: Any) -> bool:
+    return isinstance(column.type, JSON)
+
+
 def _then_iso(processor: Any) -> Any:
     """The processor, then ISO 8601 text for a timestamp (the JSON recordset's form)."""
 
@@ -241,6 +257,11 @@ def _then_iso(processor: Any) -> Any:
         return value.isoformat() if isinstance(value, datetime) else value
 
     return convert
+
+
+def _decimal_text(value: Any) -> Any:
+    """A Decimal as its text (exact), for the JSON recordset."""
+    return str(value) if isinstance(value, Decimal) else value
 
 
 _MISSING = object()
@@ -254,11 +275,15 @@ def _bound(insert: _Insert, rows: list[list[Any]]) -> list[list[Any]]:
         memo: dict[Any, Any] = {}
         for row in rows:
             value = row[index]
-            if value is not None:
-                converted = memo.get(value, _MISSING)
-                if converted is _MISSING:
-                    converted = memo[value] = convert(value)
-                row[index] = converted
+            if value is None:
+                continue
+            if isinstance(value, dict | list):  # JSON, not a key
+                row[index] = convert(value)
+                continue
+            converted = memo.get(value, _MISSING)
+            if converted is _MISSING:
+                converted = memo[value] = convert(value)
+            row[index] = converted
     return rows
 
 
@@ -278,15 +303,6 @@ def _send(insert: _Insert, rows: list[list[Any]]) -> Any:
         chunk = rows[start : start + _ROWS_PER_STATEMENT]
         values = tuple(chain.from_iterable(chunk))
         returned += conn.exec_driver_sql(plan.statement(len(chunk)), values).all()
-    return returned
-
-
-def _insert_new(stmt: Any, rows: list[dict[str, Any]]) -> list[Any]:
-    """Run an INSERT ... ON CONFLICT DO NOTHING RETURNING for `rows`: every row must be new, or a
-    concurrent writer got there first and the request runs again (`RaceLost`)."""
-    returned = db.session.execute(stmt, rows).all()
-    if len(returned) != len(rows):
-        raise RaceLost()
     return returned
 
 
@@ -344,6 +360,82 @@ _LOG_INSERT = _Insert(
     json_text=("attributes", "record"),
 )
 _LINK_INSERT = _Insert(LINK, ("project_id", "link", "trace_id"))
+
+
+_CONVERSATION_INSERT = _Insert(
+    CONVERSATION,
+    (
+        "project_id",
+        "external_id",
+        "title",
+        "metadata",
+        "system_prompt",
+        "created_at",
+        "updated_at",
+        "revision",
+    ),
+    returning=("external_id", "id"),
+)
+# The columns of a message row (`_message_rows`) as inserted, then `imported` (False).
+_MESSAGE_ROW = (
+    "project_id",
+    "external_id",
+    "role",
+    "content",
+    "created_at",
+    "status",
+    "model",
+    "content_tokens",
+    "conversation_id",
+)
+_MESSAGE_INSERT = _Insert(MESSAGE, (*_MESSAGE_ROW, "imported"), returning=("external_id", "id"))
+_USAGE_INSERT = _Insert(
+    SERVICE_CALL,
+    (
+        "message_id",
+        "round_index",
+        "model",
+        "provider",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "created_at",
+        "started_at",
+        "ended_at",
+        "content",
+        "cost_usd",
+        "price_source",
+        "price_version",
+    ),
+)
+_TURN_INSERT = _Insert(
+    TURN,
+    (
+        "project_id",
+        "turn_key",
+        "conversation_id",
+        "user_message_id",
+        "assistant_message_id",
+        "digest",
+        "content_captured",
+    ),
+    returning=("id", "turn_key"),
+)
+_TURN_TRACE_INSERT = _Insert(TURN_TRACE, ("turn_id", "trace_id", "project_id"))
+_MCP_INSERT = _Insert(
+    MCP_CALL,
+    (
+        "tool_invocation_id",
+        "project_id",
+        *MCP_TEXT_COLUMNS,
+        "server",
+        "method",
+        "duration_ms",
+        "server_duration_ms",
+        "trace_id",
+        "span_id",
+    ),
+)
 
 
 def _span_row(ctx: StoreContext, span: Any) -> list[Any]:
@@ -713,20 +805,26 @@ def _plan_writes(
 
 
 def _apply_writes(ctx: StoreContext, planned: _TurnWrites) -> int:
-    conversation_ids = _ensure_conversations(ctx, planned.plans)
+    written = {w.conversation for w in planned.writes}
+    conversation_ids, made = _ensure_conversations(ctx, planned.plans, written)
     reused = _release_turns(planned.gone, planned.writes)
     _insert_turns(ctx, planned.writes, conversation_ids, reused)
     changed = {conversation_ids[w.conversation] for w in planned.writes}
     changed |= {row["conversation_id"] for row in planned.gone}
-    _update_conversations(ctx, planned.plans, conversation_ids, changed)
+    _update_conversations(ctx, planned.plans, conversation_ids, changed, made)
     emptied = {row["conversation_id"] for row in planned.gone} - set(conversation_ids.values())
     _drop_empty_provisional(emptied)
     return len(planned.writes)
 
 
-def _ensure_conversations(ctx: StoreContext, plans: list[ConversationPlan]) -> dict[str, int]:
+def _ensure_conversations(
+    ctx: StoreContext, plans: list[ConversationPlan], written: set[str]
+) -> tuple[dict[str, int], set[int]]:
+    """The conversations' ids by external id, and the ids of those made now. One made now
+    that turns are written into is inserted as `_update_conversations` would leave it (its
+    revision bumped once), so that it is not updated as well."""
     if not plans:
-        return {}
+        return {}, set()
     external_ids = sorted(p.external_id for p in plans)
     found = {
         r.external_id: r.id
@@ -738,26 +836,25 @@ def _ensure_conversations(ctx: StoreContext, plans: list[ConversationPlan]) -> d
         )
     }
     rows = [
-        {
-            "project_id": ctx.project_id,
-            "external_id": p.external_id,
-            "title": "",
-            "metadata": p.metadata,
-            "system_prompt": clean_text(p.system_prompt),
-            "created_at": to_datetime(p.created_ns) or ctx.now,
-            "updated_at": ctx.now,
-        }
+        [
+            ctx.project_id,
+            p.external_id,
+            "",
+            p.metadata,
+            clean_text(p.system_prompt),
+            to_datetime(p.created_ns) or ctx.now,
+            ctx.now,
+            1 if p.external_id in written else 0,
+        ]
         for p in sorted(plans, key=lambda p: p.external_id)
         if p.external_id not in found
     ]
+    made: set[int] = set()
     if rows:
-        stmt = (
-            dialect_insert(CONVERSATION)
-            .on_conflict_do_nothing()
-            .returning(CONVERSATION.c.id, CONVERSATION.c.external_id)
-        )
-        found.update({r.external_id: r.id for r in _insert_new(stmt, rows)})
-    return found
+        new = dict(_send_new(_CONVERSATION_INSERT, _bound(_CONVERSATION_INSERT, rows)))
+        found.update(new)
+        made = set(new.values())
+    return found, made
 
 
 def _release_turns(gone: list[dict[str, Any]], writes: list[_TurnWrite]) -> dict[str, int]:
@@ -880,18 +977,19 @@ def _insert_turns(
         for row in message_rows
         if row["external_id"] in reused
     )
-    inserts = [row for row in message_rows if row["external_id"] not in reused]
+    inserts = [
+        [row[c] for c in _MESSAGE_ROW] + [False]
+        for row in message_rows
+        if row["external_id"] not in reused
+    ]
     if inserts:
-        stmt = (
-            dialect_insert(MESSAGE)
-            .on_conflict_do_nothing()
-            .returning(MESSAGE.c.id, MESSAGE.c.external_id)
-        )
-        ids.update({r.external_id: r.id for r in _insert_new(stmt, inserts)})
+        ids.update(dict(_send_new(_MESSAGE_INSERT, _bound(_MESSAGE_INSERT, inserts))))
+    # Every message written here has no calls stored: new ones were just inserted, and the
+    # kept ones lost theirs in `_release_turns`. So store_calls reads none (new_message).
     stored_calls = store_calls(
         ctx.project_id,
         [
-            CallBatch(ids[w.turn.assistant_id], w.turn.assistant_id, w.calls)
+            CallBatch(ids[w.turn.assistant_id], w.turn.assistant_id, w.calls, new_message=True)
             for w in writes
             if w.calls
         ],
@@ -899,26 +997,28 @@ def _insert_turns(
     _insert_mcp(ctx, writes, ids, stored_calls)
     usage = [{**row, "message_id": ids[w.turn.assistant_id]} for w in writes for row in w.usage]
     if usage:
-        db.session.execute(SERVICE_CALL.insert(), usage)
+        _send(
+            _USAGE_INSERT,
+            _bound(_USAGE_INSERT, [[row[c] for c in _USAGE_INSERT.columns] for row in usage]),
+        )
         rollups.add_usage(ctx.project_id, usage)
     turn_rows = [
-        {
-            "project_id": ctx.project_id,
-            "turn_key": w.turn.key,
-            "conversation_id": conversation_ids[w.conversation],
-            "user_message_id": ids.get(w.turn.user_id) if w.turn.user_content is not None else None,
-            "assistant_message_id": ids[w.turn.assistant_id],
-            "digest": w.digest,
-            "content_captured": w.turn.content_captured,
-        }
+        [
+            ctx.project_id,
+            w.turn.key,
+            conversation_ids[w.conversation],
+            ids.get(w.turn.user_id) if w.turn.user_content is not None else None,
+            ids[w.turn.assistant_id],
+            w.digest,
+            w.turn.content_captured,
+        ]
         for w in writes
     ]
-    stmt = dialect_insert(TURN).on_conflict_do_nothing().returning(TURN.c.id, TURN.c.turn_key)
-    turn_ids = {r.turn_key: r.id for r in _insert_new(stmt, turn_rows)}
-    db.session.execute(
-        TURN_TRACE.insert(),
+    turn_ids = {key: i for i, key in _send_new(_TURN_INSERT, _bound(_TURN_INSERT, turn_rows))}
+    _send(
+        _TURN_TRACE_INSERT,
         [
-            {"turn_id": turn_ids[w.turn.key], "trace_id": trace_id, "project_id": ctx.project_id}
+            [turn_ids[w.turn.key], trace_id, ctx.project_id]
             for w in writes
             for trace_id in w.turn.traces
         ],
@@ -959,7 +1059,7 @@ def _insert_mcp(
                     }
                 )
     if rows:
-        db.session.execute(MCP_CALL.insert(), rows)
+        _send(_MCP_INSERT, _bound(_MCP_INSERT, [[r[c] for c in _MCP_INSERT.columns] for r in rows]))
 
 
 def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
@@ -1004,22 +1104,55 @@ def _update_conversations(
     plans: list[ConversationPlan],
     conversation_ids: dict[str, int],
     changed: set[int],
+    made: set[int],
 ) -> None:
     """Conversations whose turns changed: their projected fields (OTLP-made conversations
-    only: a conversation made through the API keeps its own), tools, and last activity."""
+    only: a conversation made through the API keeps its own), tools, and last activity.
+    Those `made` by this write were inserted so (`_ensure_conversations`): their tools only."""
     touched = [p for p in plans if conversation_ids[p.external_id] in changed]
+    with_tools = [p for p in touched if p.tools]
     ids = sorted(conversation_ids[p.external_id] for p in touched)
     # Conversations that only lost turns (moved elsewhere) are not among the plans: what their
     # replay reads changed all the same (webapp.services.replay_cache).
     untouched = sorted(changed - set(ids))
+    touched = [p for p in touched if conversation_ids[p.external_id] not in made]
+    ids = sorted(conversation_ids[p.external_id] for p in touched)
     if untouched:
         db.session.execute(
             update(CONVERSATION)
             .where(CONVERSATION.c.id.in_(untouched))
             .values(revision=REVISION_BUMP)
         )
-    if not touched:
-        return
+    if touched:
+        _refresh_conversations(ctx, touched, conversation_ids, ids)
+    if with_tools:
+        old = sorted(conversation_ids[p.external_id] for p in with_tools)
+        old = [i for i in old if i not in made]
+        if old:
+            db.session.execute(
+                delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id.in_(old))
+            )
+        db.session.execute(
+            TOOL_DEFINITION.insert(),
+            [
+                {
+                    "conversation_id": conversation_ids[p.external_id],
+                    "name": clean_text(tool["name"]),
+                    "description": clean_text(tool.get("description")),
+                    "parameters": clean_json(tool.get("parameters")),
+                }
+                for p in with_tools
+                for tool in {t["name"]: t for t in p.tools}.values()
+            ],
+        )
+
+
+def _refresh_conversations(
+    ctx: StoreContext,
+    touched: list[ConversationPlan],
+    conversation_ids: dict[str, int],
+    ids: list[int],
+) -> None:
     stored = {
         r.id: r
         for r in db.session.execute(
@@ -1048,32 +1181,19 @@ def _update_conversations(
         .values(
             metadata=bindparam("b_metadata"),
             system_prompt=bindparam("b_system_prompt"),
-            created_at=func.coalesce(bindparam("b_created_at"), CONVERSATION.c.created_at),
+            # Typed: untyped, SQLite's driver wrote its own text of the datetime
+            # ('... 08:53:20+00:00'), not the column's ('... 08:53:20.000000') that the
+            # insert writes and the other timestamps have, so that they sort together.
+            created_at=func.coalesce(
+                bindparam("b_created_at", type_=CONVERSATION.c.created_at.type),
+                CONVERSATION.c.created_at,
+            ),
             updated_at=ctx.now,
             revision=REVISION_BUMP,
         ),
         params,
         execution_options={"synchronize_session": False},
     )
-    with_tools = [p for p in touched if p.tools]
-    if with_tools:
-        tool_ids = sorted(conversation_ids[p.external_id] for p in with_tools)
-        db.session.execute(
-            delete(TOOL_DEFINITION).where(TOOL_DEFINITION.c.conversation_id.in_(tool_ids))
-        )
-        db.session.execute(
-            TOOL_DEFINITION.insert(),
-            [
-                {
-                    "conversation_id": conversation_ids[p.external_id],
-                    "name": clean_text(tool["name"]),
-                    "description": clean_text(tool.get("description")),
-                    "parameters": clean_json(tool.get("parameters")),
-                }
-                for p in with_tools
-                for tool in {t["name"]: t for t in p.tools}.values()
-            ],
-        )
 
 
 def _drop_empty_provisional(candidates: set[int]) -> None:
