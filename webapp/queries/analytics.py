@@ -186,10 +186,10 @@ def result_sizes(project_id: int, f: ChartFilters) -> list[ResultSizes]:
     the roll-ups: count and mean exact, the rest from the merged sketches (``approximate``)."""
     if f.channel:
         return result_sizes_from_rows(project_id, f)
-    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool, sketches=False)
+    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool, sketches=())
     if sum(t.calls for t in totals.values()) <= EXACT_PERCENTILES_MAX_CALLS:
         return result_sizes_from_rows(project_id, f)
-    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool)
+    totals = rollups.tool_totals(project_id, f.start, f.end, f.tool, sketches=("sizes",))
     out = []
     for name, t in sorted(totals.items()):
         if not t.tokens_n or t.sizes.count <= 0:

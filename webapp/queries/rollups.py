@@ -10,7 +10,7 @@ hour of calls at each end. "All time" reads the daily roll-ups only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -30,6 +30,9 @@ from ..db import db
 from ..models import Message, ModelRollup, ServiceCall, ToolRollup
 from ..models import ToolInvocation as T
 from ..sql import as_int
+
+# The merged sketches a read can ask tool_totals for.
+SKETCHES = ("durations", "sizes")
 
 R = ToolRollup
 M = ModelRollup
@@ -54,7 +57,7 @@ class ToolTotals:
     durations: Bins = field(default_factory=Bins)
     sizes: Bins = field(default_factory=Bins)
 
-    def add_part(self, part: CallPart, sketches: bool) -> None:
+    def add_part(self, part: CallPart, sketches: Sequence[str]) -> None:
         self.calls += part.calls
         self.errors += part.errors
         self.responses += part.responses
@@ -65,9 +68,8 @@ class ToolTotals:
         self.tokens_sum += part.tokens_sum
         self.timed += part.timed
         self._newest(part.last_at)
-        if sketches:
-            self.durations.merge(part.durations)
-            self.sizes.merge(part.sizes)
+        for name in sketches:
+            getattr(self, name).merge(getattr(part, name))
 
     def _newest(self, at: datetime | None) -> None:
         if at is not None:
@@ -134,10 +136,11 @@ def tool_totals(
     until: datetime | None,
     function_name: str | None = None,
     *,
-    sketches: bool = True,
+    sketches: Sequence[str] = SKETCHES,
 ) -> dict[str, ToolTotals]:
-    """Per tool, the sums over the calls made in [since, until) (None: open); with
-    ``sketches``, the merged duration and size sketches too. Two or three statements."""
+    """Per tool, the sums over the calls made in [since, until) (None: open), and the merged
+    sketches named in ``sketches`` ("durations", "sizes"): a page reads only the one it shows,
+    as merging them is most of the read's time. Two or three statements."""
     whole, edges = split_range(since, until)
     where = [R.project_id == project_id, _whole(R, whole)]
     if function_name is not None:
@@ -159,16 +162,15 @@ def tool_totals(
                 setattr(t, name, as_int(getattr(row, name)))
             t._newest(row.last_at)
         if sketches:
-            texts: dict[str, tuple[list[str | None], list[str | None]]] = {}
-            for row in db.session.execute(
-                select(R.function_name, R.durations, R.sizes).where(*where)
+            texts: dict[tuple[str, str], list[str | None]] = {}
+            columns = [getattr(R, name) for name in sketches]
+            for function_name, *stored in db.session.execute(
+                select(R.function_name, *columns).where(*where)
             ):
-                durations, sizes = texts.setdefault(row.function_name, ([], []))
-                durations.append(row.durations)
-                sizes.append(row.sizes)
-            for name, (durations, sizes) in texts.items():
-                out[name].durations.merge_texts(durations)
-                out[name].sizes.merge_texts(sizes)
+                for name, text in zip(sketches, stored, strict=True):
+                    texts.setdefault((function_name, name), []).append(text)
+            for (function_name, name), merged in texts.items():
+                getattr(out[function_name], name).merge_texts(merged)
     for name, part in _edge_calls(project_id, edges, function_name):
         t = out.get(name)
         if t is None:

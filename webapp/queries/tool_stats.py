@@ -119,10 +119,12 @@ def tool_stats(
 ) -> list[ToolStats]:
     """Statistics per function name, most used first, over the calls made in [since, until)
     when given: from the roll-ups (two to four queries), whatever the number of calls."""
-    totals = rollups.tool_totals(project_id, since, until, function_name, sketches=False)
+    totals = rollups.tool_totals(project_id, since, until, function_name, sketches=())
     approximate = sum(t.calls for t in totals.values()) > EXACT_PERCENTILES_MAX_CALLS
     if approximate:  # the sums again, with the sketches: only past the exact path's bound
-        totals = rollups.tool_totals(project_id, since, until, function_name)
+        totals = rollups.tool_totals(
+            project_id, since, until, function_name, sketches=("durations",)
+        )
     exact = {} if approximate else _percentiles(project_id, function_name, _period(since, until))
     stats = []
     for name, t in sorted(totals.items(), key=lambda item: (-item[1].calls, item[0])):
