@@ -21,14 +21,10 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from functools import cache
-from itertools import chain
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    Numeric,
     bindparam,
     case,
     delete,
@@ -61,6 +57,7 @@ from ...sql import (
 from .. import rollups
 from ..calls import CallBatch, CallDraft, prepare_calls, store_calls
 from ..conversations import REVISION_BUMP
+from ..driver_inserts import Insert, bound, send, send_new
 from ..errors import Invalid, RaceLost
 from ..messages import update_messages
 from ..usage import UsageDraft, price_usage
@@ -145,177 +142,7 @@ def _json_text(value: Any) -> str:
     return compact_json(clean_json(value)) if "\\u0000" in data else data
 
 
-# --- Inserts sent as driver SQL ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Insert:
-    """An INSERT ... ON CONFLICT DO NOTHING of `columns` sent as driver SQL, its values given
-    in their bound form. The rows are converted by each column's own bind processor before the
-    write lock (`bound`); inside it, `send` only hands them to the driver. Through the session,
-    SQLAlchemy compiled the statement and processed every parameter of every row while the
-    lock was held (a third of the write step's CPU, the 2026-11-28 profile).
-
-    SQLite: an executemany of the one-row statement (sqlite3 steps it in C), or, when rows are
-    returned, multi-row VALUES. PostgreSQL: the rows as one JSON parameter,
-    `INSERT ... SELECT FROM jsonb_to_recordset(...)`, as `ingest.calls` does (psycopg parses
-    a long statement again on every execution). Columns in `json_text` are given as JSON text."""
-
-    table: Any
-    columns: tuple[str, ...]
-    json_text: tuple[str, ...] = ()
-    returning: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class _InsertPlan:
-    single: str  # the one-row statement (SQLite executemany)
-    head: str  # multi-row VALUES: head + rows + tail
-    row: str
-    tail: str
-    converters: tuple[tuple[int, Any], ...]
-    recordset: str | None  # PostgreSQL
-
-    def statement(self, rows: int) -> str:
-        return self.head + ", ".join([self.row] * rows) + self.tail
-
-
-_ROWS_PER_STATEMENT = 500  # at most 32,766 parameters a statement (SQLite)
-
-
-_INSERT_PLANS: dict[tuple[_Insert, str], _InsertPlan] = {}
-
-
-def _insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
-    plan = _INSERT_PLANS.get((insert, dialect.name))
-    if plan is None:
-        plan = _INSERT_PLANS[(insert, dialect.name)] = _make_insert_plan(insert, dialect)
-    return plan
-
-
-def _make_insert_plan(insert: _Insert, dialect: Any) -> _InsertPlan:
-    table, columns = insert.table, insert.columns
-    pg = dialect.name == "postgresql"
-    # PostgreSQL: every JSON value goes as text, cast (a value of another JSON column is
-    # serialized here); SQLite: the column's own processor serializes it, as the session did.
-    cast = {c for c in columns if c in insert.json_text or (pg and _is_json(table.c[c]))}
-    mark = "%s" if pg else "?"
-    marks = ", ".join(f"CAST({mark} AS JSONB)" if pg and c in cast else mark for c in columns)
-    processors = [
-        None
-        if c in insert.json_text
-        else compact_json
-        if c in cast
-        else table.c[c].type.dialect_impl(dialect).bind_processor(dialect)
-        for c in columns
-    ]
-    if pg:
-        processors = [
-            p
-            if c in cast
-            else _then_iso(p)
-            if p is not None
-            else _decimal_text
-            if isinstance(table.c[c].type, Numeric)
-            else None
-            for p, c in zip(processors, columns, strict=True)
-        ]
-    converters = tuple((i, p) for i, p in enumerate(processors) if p is not None)
-    names = ", ".join(columns)
-    tail = " ON CONFLICT DO NOTHING"
-    if insert.returning:
-        tail += " RETURNING " + ", ".join(insert.returning)
-    recordset = None
-    if pg:
-        types = ["TEXT" if c in cast else table.c[c].type.compile(dialect) for c in columns]
-        selected = [f"CAST(t.{c} AS JSONB)" if c in cast else f"t.{c}" for c in columns]
-        record = ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True))
-        recordset = (
-            f"INSERT INTO {table.name} ({names}) SELECT {', '.join(selected)} "
-            f"FROM jsonb_to_recordset(CAST(%s AS JSONB)) AS t({record}){tail}"
-        )
-    head = f"INSERT INTO {table.name} ({names}) VALUES "
-    return _InsertPlan(
-        single=f"{head}({marks}){tail}",
-        head=head,
-        row=f"({marks})",
-        tail=tail,
-        converters=converters,
-        recordset=recordset,
-    )
-
-
-def _is_json(column: Any) -> bool:
-    return isinstance(column.type, JSON)
-
-
-def _then_iso(processor: Any) -> Any:
-    """The processor, then ISO 8601 text for a timestamp (the JSON recordset's form)."""
-
-    def convert(value: Any) -> Any:
-        value = processor(value)
-        return value.isoformat() if isinstance(value, datetime) else value
-
-    return convert
-
-
-def _decimal_text(value: Any) -> Any:
-    """A Decimal as its text (exact), for the JSON recordset."""
-    return str(value) if isinstance(value, Decimal) else value
-
-
-_MISSING = object()
-
-
-def _bound(insert: _Insert, rows: list[list[Any]]) -> list[list[Any]]:
-    """`rows` (values in `insert.columns` order) converted in place for the driver, each
-    distinct value of a column once (an export's rows share their times)."""
-    dialect = db.session.get_bind().dialect
-    for index, convert in _insert_plan(insert, dialect).converters:
-        memo: dict[Any, Any] = {}
-        for row in rows:
-            value = row[index]
-            if value is None:
-                continue
-            if isinstance(value, dict | list):  # JSON, not a key
-                row[index] = convert(value)
-                continue
-            converted = memo.get(value, _MISSING)
-            if converted is _MISSING:
-                converted = memo[value] = convert(value)
-            row[index] = converted
-    return rows
-
-
-def _send(insert: _Insert, rows: list[list[Any]]) -> Any:
-    """Insert bound `rows`: the returned rows when `insert.returning`, else how many were
-    inserted (conflicting rows are not)."""
-    conn = db.session.connection()
-    plan = _insert_plan(insert, conn.dialect)
-    if plan.recordset is not None:
-        document = compact_json([dict(zip(insert.columns, row, strict=True)) for row in rows])
-        result = conn.exec_driver_sql(plan.recordset, (document,))
-        return result.all() if insert.returning else result.rowcount
-    if not insert.returning:
-        return conn.exec_driver_sql(plan.single, [tuple(row) for row in rows]).rowcount
-    returned: list[Any] = []
-    for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-        chunk = rows[start : start + _ROWS_PER_STATEMENT]
-        values = tuple(chain.from_iterable(chunk))
-        returned += conn.exec_driver_sql(plan.statement(len(chunk)), values).all()
-    return returned
-
-
-def _send_new(insert: _Insert, rows: list[list[Any]]) -> Any:
-    """`_send` of rows that must all be new, or a concurrent writer got there first and the
-    request runs again (`RaceLost`)."""
-    sent = _send(insert, rows)
-    if (len(sent) if insert.returning else sent) != len(rows):
-        raise RaceLost()
-    return sent
-
-
-_SPAN_INSERT = _Insert(
+_SPAN_INSERT = Insert(
     SPAN,
     (
         "project_id",
@@ -342,7 +169,7 @@ _SPAN_INSERT = _Insert(
     ),
     json_text=("resource", "attributes", "events", "links", "record"),
 )
-_LOG_INSERT = _Insert(
+_LOG_INSERT = Insert(
     LOG,
     (
         "project_id",
@@ -359,10 +186,10 @@ _LOG_INSERT = _Insert(
     ),
     json_text=("attributes", "record"),
 )
-_LINK_INSERT = _Insert(LINK, ("project_id", "link", "trace_id"))
+_LINK_INSERT = Insert(LINK, ("project_id", "link", "trace_id"))
 
 
-_CONVERSATION_INSERT = _Insert(
+_CONVERSATION_INSERT = Insert(
     CONVERSATION,
     (
         "project_id",
@@ -388,8 +215,8 @@ _MESSAGE_ROW = (
     "content_tokens",
     "conversation_id",
 )
-_MESSAGE_INSERT = _Insert(MESSAGE, (*_MESSAGE_ROW, "imported"), returning=("external_id", "id"))
-_USAGE_INSERT = _Insert(
+_MESSAGE_INSERT = Insert(MESSAGE, (*_MESSAGE_ROW, "imported"), returning=("external_id", "id"))
+_USAGE_INSERT = Insert(
     SERVICE_CALL,
     (
         "message_id",
@@ -408,7 +235,7 @@ _USAGE_INSERT = _Insert(
         "price_version",
     ),
 )
-_TURN_INSERT = _Insert(
+_TURN_INSERT = Insert(
     TURN,
     (
         "project_id",
@@ -421,8 +248,8 @@ _TURN_INSERT = _Insert(
     ),
     returning=("id", "turn_key"),
 )
-_TURN_TRACE_INSERT = _Insert(TURN_TRACE, ("turn_id", "trace_id", "project_id"))
-_MCP_INSERT = _Insert(
+_TURN_TRACE_INSERT = Insert(TURN_TRACE, ("turn_id", "trace_id", "project_id"))
+_MCP_INSERT = Insert(
     MCP_CALL,
     (
         "tool_invocation_id",
@@ -525,9 +352,9 @@ def _new_rows(ctx: StoreContext, batch: Batch, result: StoreResult) -> _NewRows:
             if record.trace_id:
                 new.log_records.append(record.record)
                 new.links |= {(link, record.trace_id) for link in record_links(record.record)}
-    _bound(_SPAN_INSERT, new.spans)
-    _bound(_LOG_INSERT, new.logs)
-    new.link_rows = _bound(
+    bound(_SPAN_INSERT, new.spans)
+    bound(_LOG_INSERT, new.logs)
+    new.link_rows = bound(
         _LINK_INSERT, [[ctx.project_id, link, t] for link, t in sorted(new.links)]
     )
     return new
@@ -537,11 +364,11 @@ def _insert_rows(new: _NewRows) -> None:
     """One statement per table. A span or log record inserted meanwhile by a concurrent writer
     is a lost race; a link may be stored already (another trace brought it)."""
     if new.spans:
-        _send_new(_SPAN_INSERT, new.spans)
+        send_new(_SPAN_INSERT, new.spans)
     if new.logs:
-        _send_new(_LOG_INSERT, new.logs)
+        send_new(_LOG_INSERT, new.logs)
     if new.link_rows:
-        _send(_LINK_INSERT, new.link_rows)
+        send(_LINK_INSERT, new.link_rows)
 
 
 # --- 2. The component -------------------------------------------------------------------------
@@ -851,7 +678,7 @@ def _ensure_conversations(
     ]
     made: set[int] = set()
     if rows:
-        new = dict(_send_new(_CONVERSATION_INSERT, _bound(_CONVERSATION_INSERT, rows)))
+        new = dict(send_new(_CONVERSATION_INSERT, bound(_CONVERSATION_INSERT, rows)))
         found.update(new)
         made = set(new.values())
     return found, made
@@ -983,7 +810,7 @@ def _insert_turns(
         if row["external_id"] not in reused
     ]
     if inserts:
-        ids.update(dict(_send_new(_MESSAGE_INSERT, _bound(_MESSAGE_INSERT, inserts))))
+        ids.update(dict(send_new(_MESSAGE_INSERT, bound(_MESSAGE_INSERT, inserts))))
     # Every message written here has no calls stored: new ones were just inserted, and the
     # kept ones lost theirs in `_release_turns`. So store_calls reads none (new_message).
     stored_calls = store_calls(
@@ -997,9 +824,9 @@ def _insert_turns(
     _insert_mcp(ctx, writes, ids, stored_calls)
     usage = [{**row, "message_id": ids[w.turn.assistant_id]} for w in writes for row in w.usage]
     if usage:
-        _send(
+        send(
             _USAGE_INSERT,
-            _bound(_USAGE_INSERT, [[row[c] for c in _USAGE_INSERT.columns] for row in usage]),
+            bound(_USAGE_INSERT, [[row[c] for c in _USAGE_INSERT.columns] for row in usage]),
         )
         rollups.add_usage(ctx.project_id, usage)
     turn_rows = [
@@ -1014,8 +841,8 @@ def _insert_turns(
         ]
         for w in writes
     ]
-    turn_ids = {key: i for i, key in _send_new(_TURN_INSERT, _bound(_TURN_INSERT, turn_rows))}
-    _send(
+    turn_ids = {key: i for i, key in send_new(_TURN_INSERT, bound(_TURN_INSERT, turn_rows))}
+    send(
         _TURN_TRACE_INSERT,
         [
             [turn_ids[w.turn.key], trace_id, ctx.project_id]
@@ -1059,7 +886,7 @@ def _insert_mcp(
                     }
                 )
     if rows:
-        _send(_MCP_INSERT, _bound(_MCP_INSERT, [[r[c] for c in _MCP_INSERT.columns] for r in rows]))
+        send(_MCP_INSERT, bound(_MCP_INSERT, [[r[c] for c in _MCP_INSERT.columns] for r in rows]))
 
 
 def _prepared_calls(ctx: StoreContext, turn: TurnPlan) -> list[Any]:
