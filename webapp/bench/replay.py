@@ -279,11 +279,15 @@ def get_replays(
 def store_history(database_url: str, history: History, external_id: str) -> None:
     """``history`` as rows of the bench project, in a handful of bulk statements."""
     from .. import create_app
-    from ..db import db
+    from ..db import begin_write, db
 
     app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "bench"})
     with app.app_context():
         try:
+            # The write lock first (BEGIN IMMEDIATE on SQLite): the server's token pass is still
+            # writing what the earlier sections sent, and a read transaction that tries to write
+            # after one of its commits fails at once with "database is locked" (no busy wait).
+            begin_write()
             _insert_rows(db, history, external_id)
             db.session.commit()
         finally:
