@@ -16,6 +16,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,21 +233,21 @@ def test_stop_ends_a_process_that_ignores_sigterm(tmp_path):
     process.process.stdout.close()
 
 
-def test_the_run_workers_modules_are_imported_at_the_lowest_priority(tmp_path, monkeypatch):
-    """The provider SDKs' import (seconds of CPU when the server starts, as agents' first writes
-    arrive) runs in a thread at nice 19; the caller, which starts the run worker's threads
-    afterwards (they inherit its priority), keeps its own."""
-    import sys
-    import threading
-
-    from webapp.token_process import import_at_low_priority
-
-    (tmp_path / "probe_module.py").write_text(
-        "import os, threading\n"
-        "PRIORITY = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
+def test_the_provider_sdks_are_imported_by_the_first_run_not_when_the_run_worker_starts():
+    """The provider SDKs cost ~1.5 s of CPU to import. The token pass process, which runs the
+    run worker, starts with the server, as agents' first writes arrive: it must not pay that
+    unless a run is sent. (Imported at a low priority instead, the import starved on a busy
+    machine and runs waited minutes.) The run worker's modules load without them; sending a
+    run imports them (tests/test_server_run_worker.py sends runs through that process)."""
+    probe = (
+        "import sys\n"
+        "from webapp.services import model_runs, run_worker, providers\n"
+        "from webapp import token_process\n"
+        "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n"
+        "providers._sdks()\n"
+        "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))\n"
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    import_at_low_priority("probe_module")
-    assert sys.modules["probe_module"].PRIORITY == 19
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split("\n")
+    assert out[:2] == ["[]", "['anthropic', 'openai']"]

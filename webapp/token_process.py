@@ -26,7 +26,6 @@ parent goes away (a master killed with SIGKILL runs no hook). It keeps the file 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -132,25 +131,6 @@ class TokenProcess:
             process.wait()
 
 
-def import_at_low_priority(module: str) -> None:
-    """Import `module` in a thread at the lowest CPU priority and wait for it. The run worker's
-    modules bring the provider SDKs (openai, anthropic: seconds of CPU building their pydantic
-    models), imported when the server starts, which is when agents' first writes arrive; at
-    the workers' priority that import took a fifth of the server's CPU from them (measured with
-    py-spy during `toolscope bench --only otlp`). The importing thread alone is lowered, as a
-    thread's priority is inherited by the threads it starts: the run worker's threads, started
-    afterwards by the caller, keep the process's priority."""
-
-    def run() -> None:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        importlib.import_module(module)
-
-    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
-    thread.start()
-    thread.join()
-
-
 def main() -> int:
     """The token pass process: count until SIGTERM / SIGINT or until the parent is gone."""
     logging.basicConfig(level=logging.WARNING, format="[token pass %(process)d] %(message)s")
@@ -185,7 +165,6 @@ def main() -> int:
     # waits on a model (docs/runs.md, 'The queue and where it runs').
     run_worker = None
     if app.config.get("RUN_WORKERS", 0) > 0:
-        import_at_low_priority("webapp.services.run_worker")
         from .services.run_worker import RunWorker
 
         run_worker = RunWorker.for_app(app)

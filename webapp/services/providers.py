@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import anthropic
-import openai
 from flask import current_app
 
 from ..replay.next_action import MalformedAnswer, NextAction, parse_answer
@@ -118,6 +116,7 @@ def send(
     ``services.model_connections.ResolvedConnection``) in ``fmt``; the answer or a
     :class:`ProviderError`."""
     check_format(connection.kind, fmt)
+    openai, anthropic = _sdks()
     secret = connection  # what _scrub takes out of every message
     started = time.monotonic()
     try:
@@ -192,10 +191,29 @@ _ENDPOINTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def _sdks() -> tuple[Any, Any]:
+    """The ``openai`` and ``anthropic`` modules, imported on the first run sent, not with this
+    module: together they cost ~1.5 s of CPU, which a server (or its token pass process, where
+    the run worker lives) would otherwise pay as it starts, just as agents' first writes
+    arrive, whether or not anyone ever sends a run. Importing them then at a low priority
+    instead starved the import on a busy machine, and the run worker with it (a run waited
+    minutes to be sent)."""
+    import anthropic
+    import openai
+
+    return openai, anthropic
+
+
+def _default_http_client(kind: str) -> Any:
+    """The SDK's ``DefaultHttpxClient`` for the connection ``kind``."""
+    openai, anthropic = _sdks()
+    return anthropic.DefaultHttpxClient if kind == "anthropic" else openai.DefaultHttpxClient
+
+
 def _http_library(kind: str) -> Any:
     """The HTTP library the connection kind's SDK is built on (httpx, or a fork of it): the
     module of the class its ``DefaultHttpxClient`` extends."""
-    make = anthropic.DefaultHttpxClient if kind == "anthropic" else openai.DefaultHttpxClient
+    make = _default_http_client(kind)
     return importlib.import_module(make.__mro__[1].__module__.partition(".")[0])
 
 
@@ -219,11 +237,7 @@ def _in_process(connection: Any, client: Any) -> Any:
             "the scripted demo model is served only in DEV mode (TOOLSCOPE_DEV=1); this server "
             "is not in DEV mode",
         )
-    make = (
-        anthropic.DefaultHttpxClient
-        if connection.kind == "anthropic"
-        else openai.DefaultHttpxClient
-    )
+    make = _default_http_client(connection.kind)
     transport = _http_library(connection.kind).WSGITransport(app=current_app._get_current_object())
     return client.with_options(http_client=make(transport=transport, follow_redirects=False))
 
