@@ -21,7 +21,7 @@ PACKAGE = Path(webapp.__file__).resolve().parent
 # a layer above nor a neighbour in its own layer (api and views know nothing of each other, nor
 # do queries and ingest). "app" is webapp/__init__.py, the factory.
 LAYERS: list[set[str]] = [
-    {"version", "paths", "settings", "errors", "body_deadline", "doorbell"},
+    {"version", "paths", "settings", "errors", "body_deadline", "doorbell", "background"},
     {"replay"},
     {"tokens", "pricing", "redaction"},
     {"analytics"},

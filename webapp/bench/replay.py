@@ -126,7 +126,10 @@ def api_figures(ctx: BenchContext) -> list[Figure]:
     history = make_synthetic_history(API_CALLS // CALLS_PER_TURN, CALLS_PER_TURN, seed=0)
     store_history(ctx.server_database_url, history, cid)
     figures = []
-    engine = create_engine(ctx.server_database_url)
+    # The server's background work may hold SQLite's write lock for a while on a loaded
+    # machine; the bench's own writes happen outside the timings and may wait for it.
+    connect_args = {"timeout": 30} if ctx.server_database_url.startswith("sqlite") else {}
+    engine = create_engine(ctx.server_database_url, connect_args=connect_args)
     try:
         append = functools.partial(_append_call, engine, cid, itertools.count())
         for label, before in (("cold", append), ("warm", None)):
@@ -281,7 +284,9 @@ def store_history(database_url: str, history: History, external_id: str) -> None
     from .. import create_app
     from ..db import begin_write, db
 
-    app = create_app({"DATABASE_URL": database_url, "SECRET_KEY": "bench"})
+    app = create_app(
+        {"DATABASE_URL": database_url, "SECRET_KEY": "bench", "SQLITE_BUSY_TIMEOUT_MS": 30_000}
+    )
     with app.app_context():
         try:
             # The write lock first (BEGIN IMMEDIATE on SQLite): the server's token pass is still

@@ -26,10 +26,12 @@ and only if the row still has that content and model (an in_progress message may
 
 Under gunicorn the pass runs in one process per server that the master starts and watches
 (`webapp.token_process`, from `webapp.gunicorn_conf`); `toolscope serve` runs `TokenPass` in a
-thread. Both run at the lowest CPU priority, and a file lock per database lets one pass per
-machine do the work while another waits to take over. It follows the newest rows
-every TOKEN_PASS_SECONDS and goes over the whole table again every FULL_SCAN_SECONDS (rows
-whose response came later, ids committed out of order on PostgreSQL, a previous crash).
+thread. Both tokenize at the lowest CPU priority (`webapp.background`: the writes stay at the
+process's, so the pass is never starved holding SQLite's write lock), and a file lock per
+database lets one pass per machine do the work while another waits to take over. It follows
+the newest rows every TOKEN_PASS_SECONDS and goes over the whole table again every
+FULL_SCAN_SECONDS (rows whose response came later, ids committed out of order on PostgreSQL, a
+previous crash).
 
 During a burst of writes the pass yields (`Arrivals`). Its CPU (tokenizing is ~30% of what a
 call costs the server) and, on SQLite, its write transactions (the one write lock the web
@@ -43,7 +45,6 @@ scan waits for the end of a burst too, but not longer than the same bound.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import logging
@@ -58,6 +59,7 @@ from typing import IO, Any
 
 from sqlalchemy import BigInteger, Integer, String, and_, bindparam, func, or_, select, update
 
+from ..background import LowPriorityLane, direct
 from ..db import MAX_BIGINT, begin_write, db
 from ..sql import MESSAGE, TOOL, new_stamp
 from . import attribution, rollups
@@ -197,18 +199,24 @@ _NEWEST_IDS = select(*(select(func.max(kind.id)).scalar_subquery() for kind in K
 
 
 def count_batch(
-    after: int = 0, limit: int = BATCH_ROWS, kind: _Kind = CALLS, upto: int = MAX_BIGINT
+    after: int = 0,
+    limit: int = BATCH_ROWS,
+    kind: _Kind = CALLS,
+    upto: int = MAX_BIGINT,
+    tokenize_in: Callable[..., Any] = direct,
 ) -> tuple[int, int | None]:
     """Count the first `limit` pending rows (tool calls, or messages) with an id above `after`
     and at most `upto`.
 
-    Tokenizes outside any transaction, then writes the counts in one short write transaction.
-    Returns (rows counted, last id seen or None when there was nothing to count)."""
+    Tokenizes outside any transaction (through `tokenize_in`: the pass's thread hands it to
+    its lane at the lowest priority), then writes the counts in one short write transaction
+    at the caller's priority. Returns (rows counted, last id seen or None when there was
+    nothing to count)."""
     rows = db.session.execute(kind.rows, {"after": after, "limit": limit, "upto": upto}).all()
     db.session.commit()  # the read ends before tokenizing: no snapshot held, no lock taken
     if not rows:
         return 0, None
-    params = [kind.params(row) for row in rows]
+    params = tokenize_in(_all_params, kind, rows)
     try:
         begin_write()
         if kind is CALLS:  # the roll-ups' token sums, for the rows that get a count now
@@ -223,6 +231,10 @@ def count_batch(
         db.session.rollback()
         raise
     return len(rows), rows[-1].id
+
+
+def _all_params(kind: _Kind, rows: list[Any]) -> list[dict[str, Any]]:
+    return [kind.params(row) for row in rows]
 
 
 def count_pending(limit: int = BATCH_ROWS, kind: _Kind = CALLS) -> int:
@@ -327,6 +339,9 @@ class TokenPass:
         # None: the first round of a new pass is a full scan (crash recovery).
         self._full_scan_due: float | None = None
         self.yielding = False  # the last round left rows pending because of a burst
+        # Where the tokenizing runs: here in the tests' `step()`, in a lane at the lowest
+        # priority once started (the writes stay at the thread's: `webapp.background`).
+        self._tokenize_in: Callable[..., Any] = direct
 
     @classmethod
     def for_database(
@@ -347,6 +362,10 @@ class TokenPass:
         )
 
     def start(self, app: Any) -> None:
+        # The tokenizing at the lowest CPU priority, so requests come first and the pass takes
+        # the CPU they leave (tiktoken releases the GIL while it encodes); the thread that takes
+        # the write lock keeps the process's priority, so it is never starved holding it.
+        self._tokenize_in = LowPriorityLane("toolscope-token-pass-tokenizer").run
         self._thread = threading.Thread(
             target=self._run, args=(app,), name="toolscope-token-pass", daemon=True
         )
@@ -392,7 +411,9 @@ class TokenPass:
         for n, kind in enumerate(KINDS):
             if self._after[n] >= bound[n]:
                 continue  # nothing stored (or overdue) beyond where the pass stands
-            counted, last = count_batch(self._after[n], self.batch_rows, kind, bound[n])
+            counted, last = count_batch(
+                self._after[n], self.batch_rows, kind, bound[n], self._tokenize_in
+            )
             if counted < self.batch_rows:
                 self._after[n] = bound[n]  # every pending row up to the bound was read
             else:
@@ -403,11 +424,6 @@ class TokenPass:
         return more
 
     def _run(self, app: Any) -> None:
-        # The lowest CPU priority for this thread only (Linux schedules threads as tasks):
-        # requests come first, the pass takes the CPU they leave (tiktoken releases the GIL
-        # while it encodes).
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         wait = 0.0
         while not self._stop.wait(wait):
             wait = self.interval

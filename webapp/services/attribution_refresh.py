@@ -8,21 +8,22 @@ process under gunicorn, in ``toolscope serve`` itself) recomputes them: every
 ``ATTRIBUTION_REFRESH_SECONDS``, at most ``batch`` conversations per project, the most recently
 active first, and again after ``CATCH_UP_SECONDS`` while a project has more (not at once: during
 a burst of writes every step finds new stale conversations, and each store takes the write
-lock the writers need). It runs at the lowest CPU priority, like the token pass, so requests
-come first.
+lock the writers need). Its replays run at the lowest CPU priority, like the token pass's
+tokenizing, so requests come first; its writes do not (`webapp.background`: a thread starved
+while it holds SQLite's write lock makes every writer wait).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 
+from ..background import LowPriorityLane, direct
 from ..db import db
 from ..models import Project
 from ..pricing import parse_overrides
@@ -35,7 +36,7 @@ BATCH = 50  # conversations per project per step: a few hundred ms of replays at
 CATCH_UP_SECONDS = 0.5
 
 
-def refresh_step(batch: int = BATCH) -> bool:
+def refresh_step(batch: int = BATCH, compute_in: Callable[..., Any] = direct) -> bool:
     """Recompute up to ``batch`` stale conversations of every project; True when a project had
     more than that (the caller goes on at once). A batch that comes back stale again (counts
     still pending) is left to the next step."""
@@ -47,7 +48,7 @@ def refresh_step(batch: int = BATCH) -> bool:
             project_id, None, batch, store.prices_key(overrides)
         )
         if stale:
-            store.refresh(project_id, dict(stale), overrides)
+            store.refresh(project_id, dict(stale), overrides, compute_in)
             more = more or total > len(stale)
     db.session.commit()
     return more
@@ -80,17 +81,29 @@ class AttributionRefresher:
             self._thread.join(timeout)
 
     def _run(self, app: Any) -> None:
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        lane = LowPriorityLane("toolscope-attribution-replays")
+
+        def compute_in(fn: Callable[..., Any], *args: Any) -> Any:
+            return lane.run(_in_app_context, app, fn, *args)
+
         wait = self.interval
         while not self._stop.wait(wait):
             wait = self.interval
             try:
                 with app.app_context():
                     try:
-                        if refresh_step(self.batch):
+                        if refresh_step(self.batch, compute_in):
                             wait = min(CATCH_UP_SECONDS, self.interval)
                     finally:
                         db.session.remove()
             except Exception:  # the database may be busy or gone: try again next time
                 log.warning("attribution refresh failed; retrying", exc_info=True)
+
+
+def _in_app_context(app: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with a database session of its own (the lane's thread has none)."""
+    with app.app_context():
+        try:
+            return fn(*args)
+        finally:
+            db.session.remove()

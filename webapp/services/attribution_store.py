@@ -26,7 +26,7 @@ range add up to the range's attribution. Costs are stored in femto-USD, rounded 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,6 +44,7 @@ from ..analytics.tool_costs import (
     femto,
     from_femto,
 )
+from ..background import direct
 from ..db import db
 from ..ingest import tool_cost_rollup
 from ..ingest.transaction import Write, run_write
@@ -290,10 +291,16 @@ def store(project_id: int, computed: Sequence[Computed]) -> None:
 
 
 def refresh(
-    project_id: int, revisions: Mapping[int, int], overrides: Mapping[str, PriceOverride]
+    project_id: int,
+    revisions: Mapping[int, int],
+    overrides: Mapping[str, PriceOverride],
+    compute_in: Callable[..., Any] = direct,
 ) -> None:
-    """Compute (in the current read) and store (in a write transaction of its own)."""
-    computed = compute(project_id, revisions, overrides)
+    """Compute (in a read of its own, through ``compute_in``: the background refresher runs
+    the replays in its lane at the lowest priority) and store (in a write transaction of its
+    own, in this thread)."""
+    db.session.commit()
+    computed = compute_in(compute, project_id, revisions, overrides)
     db.session.commit()
     run_write(Write(store, (project_id, computed)))
 
