@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webapp.analytics.attribution import ServiceCall, ToolAttribution, ToolResult, attribute
+from webapp.analytics.attribution import (
+    ServiceCall,
+    ToolAttribution,
+    ToolResult,
+    attribute,
+    attribute_by_bucket,
+)
 from webapp.pricing import input_price_per_token
 
 USD2 = Decimal("0.000002")  # $2 per 1M input tokens
@@ -187,6 +193,47 @@ calls = st.builds(
 @given(st.lists(st.lists(calls, max_size=5), max_size=6))
 def test_matches_brute_force(turns: list[list[ServiceCall]]) -> None:
     assert attribute(turns) == brute_force(turns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(calls, st.one_of(st.none(), st.sampled_from("xyz"))), max_size=5),
+        max_size=7,
+    )
+)
+def test_by_bucket_is_attribute_with_each_buckets_calls_counted(turns_and_keys) -> None:
+    """The stored tool costs are pieces per hour: one pass must give, for every hour, what the
+    rule gives when that hour's calls alone count (the per-hour replay it replaced). These
+    prices are exact in Decimal, so the sums agree to the last digit."""
+    from dataclasses import replace
+
+    turns = [[call for call, _ in turn] for turn in turns_and_keys]
+    keys = [[key for _, key in turn] for turn in turns_and_keys]
+    got = attribute_by_bucket(turns, keys)
+    for bucket in {k for turn in keys for k in turn if k is not None}:
+        counted = [
+            [replace(c, counted=k == bucket) for c, k in zip(t, ks, strict=True)]
+            for t, ks in zip(turns, keys, strict=True)
+        ]
+        want = attribute(counted)
+        assert got.pop(bucket, {}) == want
+        assert list(got.get(bucket, want)) == list(want)  # names in order of first result
+    assert got == {}
+
+
+def test_by_bucket_prices_calls_by_model_once_per_model():
+    asked = []
+
+    def price(model: str) -> Decimal:
+        asked.append(model)
+        return USD2
+
+    turns = [[ServiceCall(None, [ToolResult("a", 10, later_turns=None)], model="m")]] * 3
+    got = attribute_by_bucket(turns, [["h1"], ["h2"], ["h2"]], price_for_model=price)
+    assert asked == ["m"]
+    # h2: the second turn carries the first result, the third both earlier ones.
+    assert got["h2"]["a"].attributed_cost_usd == 30 * USD2 and got["h2"]["a"].sends == 3
 
 
 def test_billed_and_estimated_costs_are_kept_apart_and_calls_outside_the_period_add_nothing():

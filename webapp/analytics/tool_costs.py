@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
 
 from ..pricing import PriceOverride, cost_for, input_price_per_token
 from ..replay.history import History
-from .attribution import ServiceCall, ToolAttribution, ToolResult, attribute
+from .attribution import ServiceCall, ToolAttribution, ToolResult, attribute, attribute_by_bucket
 from .context import ContextBar, ConversationContext
 from .records import ServiceCallCost
 
@@ -134,9 +134,7 @@ def attribution_turns(
     and the results it asked for. With a ``period`` (start, end), calls outside it carry
     results but add nothing."""
     billed = billed or {}
-    bars_by_run: list[list[ContextBar]] = [[] for _ in range(ctx.runs)]
-    for bar in ctx.bars:
-        bars_by_run[bar.run].append(bar)
+    bars_by_run = _bars_by_run(ctx)
     results: dict[tuple[int, int], list[ToolResult]] = {}
     for r in ctx.results:
         results.setdefault((r.run, r.call_position), []).append(
@@ -171,6 +169,14 @@ def attribution_turns(
     ]
 
 
+def _bars_by_run(ctx: ConversationContext) -> list[list[ContextBar]]:
+    """The context's service calls per run (turn), in order."""
+    bars_by_run: list[list[ContextBar]] = [[] for _ in range(ctx.runs)]
+    for bar in ctx.bars:
+        bars_by_run[bar.run].append(bar)
+    return bars_by_run
+
+
 def tool_attribution(
     ctx: ConversationContext,
     prices: InputPrices,
@@ -189,13 +195,18 @@ def attribution_by_hour(
     """:func:`tool_attribution` split by the UTC hour of the service calls that count: per hour
     with a timed call, the attribution with that hour as the period. The rule is linear in its
     counted calls, so the pieces of the hours in a range add up to the range's attribution (a
-    tool is listed when a piece of it is; calls without a time never count)."""
-    hours = sorted(
-        {b.created_at.replace(minute=0, second=0, microsecond=0) for b in ctx.bars if b.created_at}
-    )
-    one_hour = timedelta(hours=1)
-    pieces = {h: tool_attribution(ctx, prices, billed, (h, h + one_hour)) for h in hours}
-    return {h: part for h, part in pieces.items() if part}
+    tool is listed when a piece of it is; calls without a time never count). All hours in one
+    pass (:func:`.attribution.attribute_by_bucket`), in the order of the hours."""
+    hours = [
+        [None if b.created_at is None else _hour(b.created_at) for b in bars]
+        for bars in _bars_by_run(ctx)
+    ]
+    pieces = attribute_by_bucket(attribution_turns(ctx, prices, billed), hours)
+    return {h: pieces[h] for h in sorted(pieces) if pieces[h]}
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
 
 
 # Stored pieces keep costs in femto-USD, rounded down: six digits finer than the nine decimals
