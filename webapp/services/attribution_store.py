@@ -207,14 +207,17 @@ def compute(
     revisions: Mapping[int, int],
     overrides: Mapping[str, PriceOverride],
     loaded: Sequence[LoadedConversation] | None = None,
+    contexts: Mapping[int, ConversationContext] | None = None,
 ) -> list[Computed]:
-    """The pieces of the conversations of ``revisions`` (id -> revision read before them)."""
+    """The pieces of the conversations of ``revisions`` (id -> revision read before them);
+    ``contexts``: their :func:`context_of` by id, when the caller has made them already."""
     ids = sorted(revisions)
     if loaded is None:
         loaded = load_conversations(project_id, ids)
     pending = pending_counts(ids)
     prices = prices_for(overrides, loaded)
     key = prices_key(overrides)
+    contexts = contexts or {}
     return [
         Computed(
             conv.id,
@@ -222,7 +225,9 @@ def compute(
             conv.id in pending,
             key,
             attribution_by_hour(
-                context_of(conv), prices, billed_inputs(conv.history, conv.costs, prices)
+                contexts.get(conv.id) or context_of(conv),
+                prices,
+                billed_inputs(conv.history, conv.costs, prices),
             ),
         )
         for conv in loaded

@@ -130,10 +130,12 @@ def project_attribution(
     inline = [i for i, _ in stale] + edge
     loaded = queries.load_conversations(project_id, inline) if inline else []
     prices = _prices(overrides, loaded)
+    # As the stored pieces are computed (`store.context_of`): made once for both.
+    contexts = {conv.id: store.context_of(conv) for conv in loaded}
     # Only the service calls in the period count, as on the cost per day.
     parts = [
         tool_attribution(
-            _context(conv, conv.freshness_seconds, "per-run"),
+            contexts[conv.id],
             prices,
             billed_inputs(conv.history, conv.costs, prices),
             (f.start, f.end),
@@ -142,7 +144,8 @@ def project_attribution(
     ]
     if stale:
         revisions = dict(stale)
-        _store_stale(project_id, overrides, revisions, [c for c in loaded if c.id in revisions])
+        stored = [c for c in loaded if c.id in revisions]
+        _store_stale(project_id, overrides, revisions, stored, contexts)
     parts.append(store.stored_totals(project_id, f, inline, hours_from))
     merged = merge_attributions(parts)
     if f.tool:
@@ -168,10 +171,11 @@ def _store_stale(
     overrides: Mapping[str, PriceOverride],
     revisions: dict[int, int],
     loaded: list[LoadedConversation],
+    contexts: Mapping[int, ConversationContext],
 ) -> None:
     """Store what the request replayed anyway, so that the next one reads it; a busy
     database only leaves it for later."""
-    computed = store.compute(project_id, revisions, overrides, loaded)
+    computed = store.compute(project_id, revisions, overrides, loaded, contexts)
     db.session.commit()  # the read ends before the write transaction begins
     try:
         run_write(Write(store.store, (project_id, computed)))
