@@ -39,6 +39,13 @@ def test_a_lane_runs_work_at_the_lowest_priority_and_hands_back_its_result_or_er
     # One thread, in order, and still serving after an error.
     threads = {lane.run(threading.get_ident) for _ in range(5)}
     assert len(threads) == 1 and threading.get_ident() not in threads
+    # Closed, its thread ends (a stopped pass leaves none behind); used again, a new one.
+    [thread] = [t for t in threading.enumerate() if t.name == "probe"]
+    lane.close()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert lane.run(priority) == LOWEST_PRIORITY
+    lane.close()
 
 
 def test_the_token_pass_tokenizes_at_the_lowest_priority_and_writes_at_its_own(

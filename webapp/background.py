@@ -27,6 +27,8 @@ T = TypeVar("T")
 
 LOWEST_PRIORITY = 19
 
+_Job = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
+
 
 def lower_this_thread() -> None:
     """The lowest CPU priority for the calling thread only (where the OS allows it)."""
@@ -45,8 +47,7 @@ class LowPriorityLane:
 
     def __init__(self, name: str):
         self.name = name
-        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]
-        self._jobs = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: end (`close`)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -55,6 +56,13 @@ class LowPriorityLane:
         self._start()
         self._jobs.put((future, fn, args))
         return future.result()
+
+    def close(self) -> None:
+        """End the thread once it has run what it was given (a later `run` starts another)."""
+        with self._lock:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._thread = None
 
     def _start(self) -> None:
         with self._lock:
@@ -66,8 +74,8 @@ class LowPriorityLane:
 
     def _serve(self) -> None:
         lower_this_thread()
-        while True:
-            future, fn, args = self._jobs.get()
+        while (job := self._jobs.get()) is not None:
+            future, fn, args = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:

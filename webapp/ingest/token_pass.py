@@ -342,6 +342,7 @@ class TokenPass:
         # Where the tokenizing runs: here in the tests' `step()`, in a lane at the lowest
         # priority once started (the writes stay at the thread's: `webapp.background`).
         self._tokenize_in: Callable[..., Any] = direct
+        self._lane: LowPriorityLane | None = None
 
     @classmethod
     def for_database(
@@ -365,7 +366,8 @@ class TokenPass:
         # The tokenizing at the lowest CPU priority, so requests come first and the pass takes
         # the CPU they leave (tiktoken releases the GIL while it encodes); the thread that takes
         # the write lock keeps the process's priority, so it is never starved holding it.
-        self._tokenize_in = LowPriorityLane("toolscope-token-pass-tokenizer").run
+        self._lane = LowPriorityLane("toolscope-token-pass-tokenizer")
+        self._tokenize_in = self._lane.run
         self._thread = threading.Thread(
             target=self._run, args=(app,), name="toolscope-token-pass", daemon=True
         )
@@ -375,6 +377,8 @@ class TokenPass:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._lane is not None:
+            self._lane.close()
         if self._lock_file is not None:
             self._lock_file.close()  # releases the lock for another pass
 

@@ -86,6 +86,12 @@ class AttributionRefresher:
         def compute_in(fn: Callable[..., Any], *args: Any) -> Any:
             return lane.run(_in_app_context, app, fn, *args)
 
+        try:
+            self._loop(app, compute_in)
+        finally:
+            lane.close()
+
+    def _loop(self, app: Any, compute_in: Callable[..., Any]) -> None:
         wait = self.interval
         while not self._stop.wait(wait):
             wait = self.interval
