@@ -341,7 +341,6 @@ class TokenPass:
         self.yielding = False  # the last round left rows pending because of a burst
         # Where the tokenizing runs: here in the tests' `step()`, in a lane at the lowest
         # priority once started (the writes stay at the thread's: `webapp.background`).
-        self._tokenize_in: Callable[..., Any] = direct
         self._lane: LowPriorityLane | None = None
 
     @classmethod
@@ -367,7 +366,6 @@ class TokenPass:
         # the CPU they leave (tiktoken releases the GIL while it encodes); the thread that takes
         # the write lock keeps the process's priority, so it is never starved holding it.
         self._lane = LowPriorityLane("toolscope-token-pass-tokenizer")
-        self._tokenize_in = self._lane.run
         self._thread = threading.Thread(
             target=self._run, args=(app,), name="toolscope-token-pass", daemon=True
         )
@@ -412,11 +410,12 @@ class TokenPass:
         # In a burst only the rows that have waited max_lag; otherwise all stored by now.
         bound = self._arrivals.overdue() if burst else newest
         more = False
+        tokenize_in = direct if self._lane is None else self._lane.run
         for n, kind in enumerate(KINDS):
             if self._after[n] >= bound[n]:
                 continue  # nothing stored (or overdue) beyond where the pass stands
             counted, last = count_batch(
-                self._after[n], self.batch_rows, kind, bound[n], self._tokenize_in
+                self._after[n], self.batch_rows, kind, bound[n], tokenize_in
             )
             if counted < self.batch_rows:
                 self._after[n] = bound[n]  # every pending row up to the bound was read
